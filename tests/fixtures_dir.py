@@ -1,0 +1,44 @@
+"""Where the recorded provider traffic lives, and the suite's printed counts.
+
+Tests read ../shared/fixtures (beside the checkout; TURNGATE_FIXTURES overrides). When
+the folder is absent, the tests that need it are skipped *and* the run's summary says so
+in capitals, so a missing folder is never silent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+_DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES_DIR = Path(os.environ.get("TURNGATE_FIXTURES", _DEFAULT))
+FIXTURES_PRESENT = (FIXTURES_DIR / "MANIFEST.tsv").is_file()
+
+# Counts that tests add to and the terminal summary prints ("bodies round-tripped: 12").
+COUNTS: Counter[str] = Counter()
+
+
+def fixture_paths(pattern: str) -> list[Path]:
+    """Fixture files matching ``pattern`` (a glob under the fixtures folder), sorted."""
+    if not FIXTURES_PRESENT:
+        return []
+    return sorted(FIXTURES_DIR.glob(pattern))
+
+
+def fixture_params(pattern: str) -> list[object]:
+    """``pytest.mark.parametrize`` values for each fixture file, or one loud skip if absent."""
+    paths = fixture_paths(pattern)
+    if paths:
+        return [pytest.param(p, id=p.name) for p in paths]
+    reason = f"recorded fixtures ABSENT: {FIXTURES_DIR} does not exist"
+    if FIXTURES_PRESENT:
+        reason = f"no fixture matches {pattern!r} in {FIXTURES_DIR}"
+    return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="fixtures-absent")]
+
+
+def load_json(path: Path) -> object:
+    return orjson.loads(path.read_bytes())

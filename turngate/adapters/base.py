@@ -1,0 +1,72 @@
+"""The one interface every wire-API adapter implements. Adapters are pure codecs: no HTTP.
+
+An adapter parses a request body into a MessageSequence and renders one back. What
+the graph does not model is kept in ``attrs`` as a *remainder*: the native object with
+the modelled fields taken out. Rendering to the same API merges the remainder back, so
+``render_request(parse_request(body)) == body`` for every valid request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from turngate.errors import TurngateError
+from turngate.graph.capabilities import Capabilities
+from turngate.graph.model import ApiName, MessageSequence, Role, Trust
+
+
+@dataclass(frozen=True)
+class RouteInfo:
+    """What the request path says about the request (Gemini puts model and streaming there)."""
+
+    model: str | None = None
+    stream: bool | None = None
+
+
+@dataclass(frozen=True)
+class ErrorResponse:
+    """An error in an API's own envelope: status, JSON body and extra headers."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Adapter(Protocol):
+    api: ApiName
+    version: str
+    capabilities: Capabilities
+
+    def parse_request(
+        self, body: Mapping[str, Any], route: RouteInfo | None = None
+    ) -> MessageSequence: ...
+
+    def render_request(self, seq: MessageSequence) -> dict[str, Any]: ...
+
+    def render_error(self, error: TurngateError) -> ErrorResponse: ...
+
+
+def default_trust(role: Role) -> Trust:
+    """System and developer text is trusted; everything else is untrusted until policy says."""
+    return "trusted" if role in ("system", "developer") else "untrusted"
+
+
+def remainder(native: Mapping[str, Any], modelled: frozenset[str]) -> dict[str, Any]:
+    """The native object's fields that the graph does not model."""
+    return {k: v for k, v in native.items() if k not in modelled}
+
+
+def merged(modelled: dict[str, Any], attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Put a remainder back: nested dicts merge, modelled values win."""
+    if not attrs:
+        return modelled
+    out = dict(attrs)
+    for key, value in modelled.items():
+        extra = out.get(key)
+        if isinstance(value, dict) and isinstance(extra, dict):
+            out[key] = merged(value, extra)
+        else:
+            out[key] = value
+    return out

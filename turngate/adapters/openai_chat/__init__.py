@@ -1,0 +1,42 @@
+"""OpenAI Chat Completions (`POST /v1/chat/completions`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from turngate.adapters.base import ErrorResponse, RouteInfo
+from turngate.adapters.openai_chat import request
+from turngate.adapters.openai_errors import render_openai_error
+from turngate.errors import TurngateError
+from turngate.graph.capabilities import Capabilities
+from turngate.graph.model import BLOCK_KINDS, ApiName, MessageSequence
+
+CAPABILITIES = Capabilities(
+    api="openai_chat",
+    roles=frozenset({"system", "developer", "user", "assistant", "tool"}),
+    block_kinds=BLOCK_KINDS - {"reasoning", "snippet", "compression", "server_tool"},
+    result_window="tool_messages",
+    merges_runs=False,
+    max_call_id_length=40,
+)
+
+
+class OpenAIChatAdapter:
+    api: ApiName = "openai_chat"
+    version = "1"
+    capabilities = CAPABILITIES
+
+    def parse_request(
+        self, body: Mapping[str, Any], route: RouteInfo | None = None
+    ) -> MessageSequence:
+        return request.parse_request(body, route)
+
+    def render_request(self, seq: MessageSequence) -> dict[str, Any]:
+        return request.render_request(seq)
+
+    def render_error(self, error: TurngateError) -> ErrorResponse:
+        return render_openai_error(error)
+
+
+ADAPTER = OpenAIChatAdapter()

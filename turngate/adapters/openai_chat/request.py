@@ -1,0 +1,374 @@
+"""OpenAI Chat Completions request bodies <-> MessageSequence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from turngate.adapters.base import RouteInfo, default_trust, merged, remainder
+from turngate.errors import BadRequestBody
+from turngate.graph.model import (
+    AnyBlock,
+    ApiName,
+    AudioBlock,
+    ContentBlock,
+    FileBlock,
+    ImageBlock,
+    MediaSource,
+    Message,
+    MessageSequence,
+    RefusalBlock,
+    Role,
+    TextBlock,
+    ToolCallBlock,
+    ToolDef,
+    ToolResultBlock,
+    UnknownBlock,
+)
+from turngate.graph.validator import arguments_complete
+
+API: ApiName = "openai_chat"
+ADAPTER_ID = "openai_chat@1"
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+_MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
+_CALL_FIELDS = frozenset({"id", "type", "function", "custom"})
+_FUNCTION_FIELDS = frozenset({"name", "arguments"})
+_CUSTOM_FIELDS = frozenset({"name", "input"})
+_TOOL_FUNCTION_FIELDS = frozenset({"name", "description", "parameters"})
+_TYPE_ONLY = frozenset({"type"})
+_TEXT_FIELDS = frozenset({"type", "text"})
+
+
+def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> MessageSequence:
+    messages_in = body.get("messages")
+    if not isinstance(messages_in, list):
+        raise BadRequestBody("'messages' must be a list of messages", rule="invalid_request")
+    order = _Counter()
+    messages = tuple(_parse_message(i, m, order) for i, m in enumerate(messages_in))
+    tools_in = body.get("tools")
+    tools = tuple(_parse_tool(t) for t in tools_in) if isinstance(tools_in, list) else ()
+    envelope = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+    if "tools" in body and not isinstance(tools_in, list):
+        envelope["tools"] = tools_in
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    model = body.get("model")
+    return MessageSequence(
+        api=API,
+        adapter=ADAPTER_ID,
+        model=model if isinstance(model, str) else None,
+        messages=messages,
+        tools=tools,
+        envelope=envelope,
+        max_output_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        stream=body.get("stream") is True,
+    )
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def next(self) -> int:
+        self.value += 1
+        return self.value - 1
+
+
+def _parse_message(index: int, native: Any, order: _Counter) -> Message:
+    if not isinstance(native, dict):
+        raise BadRequestBody(f"messages[{index}] must be an object", rule="invalid_request")
+    role_in = native.get("role")
+    prefix = f"m{index}"
+    if role_in not in ROLES:
+        block = UnknownBlock(
+            id=f"{prefix}.b0",
+            role="user",
+            order=order.next(),
+            trust="untrusted",
+            native_type=f"role:{role_in}",
+            attrs=dict(native),
+        )
+        return Message(index=index, role="user", blocks=(block,), shape="opaque")
+    role = cast(Role, role_in)
+    trust = default_trust(role)
+    attrs = remainder(native, _MESSAGE_FIELDS)
+    blocks: list[AnyBlock] = []
+    content = native.get("content", _ABSENT)
+    shape, parts = _content_shape(content)
+    if role == "tool":
+        call_id = native.get("tool_call_id")
+        result_parts = tuple(
+            _parse_part(f"{prefix}.b0.c{j}", "tool", p, order) for j, p in enumerate(parts)
+        )
+        blocks.append(
+            ToolResultBlock(
+                id=f"{prefix}.b0",
+                role="tool",
+                order=order.next(),
+                trust=trust,
+                call_id=call_id if isinstance(call_id, str) else "",
+                content=cast(tuple[ContentBlock, ...], result_parts),
+            )
+        )
+    else:
+        for part in parts:
+            blocks.append(_parse_part(f"{prefix}.b{len(blocks)}", role, part, order))
+        calls = native.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            for call in calls:
+                blocks.append(_parse_call(f"{prefix}.b{len(blocks)}", call, order))
+        elif "tool_calls" in native:
+            attrs["tool_calls"] = calls
+        if "tool_call_id" in native:
+            attrs["tool_call_id"] = native["tool_call_id"]
+    return Message(index=index, role=role, blocks=tuple(blocks), shape=shape, attrs=attrs)
+
+
+class _Absent:
+    pass
+
+
+_ABSENT = _Absent()
+
+
+def _content_shape(content: Any) -> tuple[str, list[Any]]:
+    if isinstance(content, _Absent):
+        return "absent", []
+    if content is None:
+        return "null", []
+    if isinstance(content, str):
+        return "string", [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return "parts", content
+    return "opaque", [{"type": f"content:{type(content).__name__}", "value": content}]
+
+
+def _parse_part(block_id: str, role: Role, part: Any, order: _Counter) -> AnyBlock:
+    trust = default_trust(role)
+    common: dict[str, Any] = {"id": block_id, "role": role, "order": order.next(), "trust": trust}
+    if not isinstance(part, dict):
+        return UnknownBlock(native_type=type(part).__name__, attrs={"value": part}, **common)
+    kind = part.get("type")
+    if kind == "text" and isinstance(part.get("text"), str):
+        return TextBlock(text=part["text"], attrs=remainder(part, _TEXT_FIELDS), **common)
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return RefusalBlock(
+            text=part["refusal"], attrs=remainder(part, frozenset({"type", "refusal"})), **common
+        )
+    if kind == "image_url" and isinstance(part.get("image_url"), dict):
+        image = part["image_url"]
+        url = image.get("url")
+        if isinstance(url, str):
+            attrs = remainder(part, _TYPE_ONLY)
+            attrs["image_url"] = remainder(image, frozenset({"url"}))
+            source: MediaSource = "base64" if url.startswith("data:") else "url"
+            return ImageBlock(source=source, data=url, attrs=attrs, **common)
+    if kind == "input_audio" and isinstance(part.get("input_audio"), dict):
+        audio = part["input_audio"]
+        if isinstance(audio.get("data"), str):
+            attrs = remainder(part, _TYPE_ONLY)
+            attrs["input_audio"] = remainder(audio, frozenset({"data", "format"}))
+            fmt = audio.get("format")
+            return AudioBlock(
+                source="base64",
+                data=audio["data"],
+                media_type=fmt if isinstance(fmt, str) else None,
+                attrs=attrs,
+                **common,
+            )
+    if kind == "file" and isinstance(part.get("file"), dict):
+        file = part["file"]
+        data = file.get("file_data", file.get("file_id"))
+        if isinstance(data, str):
+            attrs = remainder(part, _TYPE_ONLY)
+            attrs["file"] = remainder(file, frozenset({"file_data", "file_id", "filename"}))
+            name = file.get("filename")
+            return FileBlock(
+                source="base64" if "file_data" in file else "file",
+                data=data,
+                filename=name if isinstance(name, str) else None,
+                attrs=attrs,
+                **common,
+            )
+    return UnknownBlock(native_type=str(kind), attrs=dict(part), **common)
+
+
+def _parse_call(block_id: str, call: Any, order: _Counter) -> AnyBlock:
+    common: dict[str, Any] = {
+        "id": block_id,
+        "role": "assistant",
+        "order": order.next(),
+        "trust": "untrusted",
+    }
+    if not isinstance(call, dict):
+        return UnknownBlock(native_type="tool_call", attrs={"value": call}, **common)
+    call_id = call.get("id")
+    call_id = call_id if isinstance(call_id, str) else ""
+    kind = call.get("type", "function")
+    if kind == "function" and isinstance(call.get("function"), dict):
+        function = call["function"]
+        name, arguments = function.get("name"), function.get("arguments")
+        if isinstance(name, str) and isinstance(arguments, str):
+            attrs = remainder(call, _CALL_FIELDS)
+            if "type" not in call:
+                attrs["$untyped"] = True
+            extra = remainder(function, _FUNCTION_FIELDS)
+            if extra:
+                attrs["function"] = extra
+            return ToolCallBlock(
+                call_id=call_id,
+                name=name,
+                arguments=arguments,
+                argument_state="complete" if arguments_complete(arguments) else "incomplete",
+                attrs=attrs,
+                **common,
+            )
+    if kind == "custom" and isinstance(call.get("custom"), dict):
+        custom = call["custom"]
+        name, data = custom.get("name"), custom.get("input")
+        if isinstance(name, str) and isinstance(data, str):
+            attrs = remainder(call, _CALL_FIELDS)
+            extra = remainder(custom, _CUSTOM_FIELDS)
+            if extra:
+                attrs["custom"] = extra
+            return ToolCallBlock(
+                call_id=call_id,
+                name=name,
+                arguments=data,
+                argument_state="complete",
+                tool_type="custom",
+                attrs=attrs,
+                **common,
+            )
+    return UnknownBlock(native_type=f"tool_call:{kind}", attrs=dict(call), **common)
+
+
+def _parse_tool(native: Any) -> ToolDef:
+    if isinstance(native, dict) and native.get("type") == "function":
+        function = native.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            attrs = remainder(native, frozenset({"type", "function"}))
+            attrs["function"] = remainder(function, _TOOL_FUNCTION_FIELDS)
+            for key in ("description", "parameters"):
+                if key in function and function[key] is None:
+                    attrs["function"][key] = None
+            description = function.get("description")
+            return ToolDef(
+                name=function["name"],
+                description=description if isinstance(description, str) else None,
+                parameters=function.get("parameters"),
+                attrs=attrs,
+            )
+    if isinstance(native, dict) and native.get("type") == "custom":
+        custom = native.get("custom")
+        if isinstance(custom, dict) and isinstance(custom.get("name"), str):
+            return ToolDef(name=custom["name"], tool_type="custom", attrs=dict(native))
+    name = native.get("type") if isinstance(native, dict) else None
+    return ToolDef(name=str(name), tool_type="hosted", attrs={"$native": native})
+
+
+# --- rendering -------------------------------------------------------------------------
+
+
+def render_request(seq: MessageSequence) -> dict[str, Any]:
+    body = dict(seq.envelope)
+    body["messages"] = [render_message(m) for m in seq.messages]
+    if seq.tools:
+        body["tools"] = [_render_tool(t) for t in seq.tools]
+    return body
+
+
+def render_message(message: Message) -> dict[str, Any]:
+    if message.shape == "opaque" and len(message.blocks) == 1:
+        only = message.blocks[0]
+        if isinstance(only, UnknownBlock) and only.native_type.startswith("role:"):
+            return dict(only.attrs)
+    out: dict[str, Any] = dict(message.attrs)
+    out["role"] = message.role
+    content: list[AnyBlock] = []
+    calls: list[ToolCallBlock] = []
+    for block in message.blocks:
+        if isinstance(block, ToolCallBlock):
+            calls.append(block)
+        elif isinstance(block, ToolResultBlock):
+            out["tool_call_id"] = block.call_id
+            content.extend(block.content)
+        else:
+            content.append(block)
+    if calls:
+        out["tool_calls"] = [_render_call(c) for c in calls]
+    rendered_content = _render_content(message.shape, content)
+    if message.shape != "absent":
+        out["content"] = rendered_content
+    return out
+
+
+def _render_content(shape: str, blocks: list[AnyBlock]) -> Any:
+    if shape == "null":
+        return None
+    if shape == "string":
+        first = blocks[0] if blocks else None
+        return first.text if isinstance(first, TextBlock) else ""
+    if shape == "opaque" and blocks and isinstance(blocks[0], UnknownBlock):
+        return blocks[0].attrs.get("value")
+    return [_render_part(b) for b in blocks]
+
+
+def _render_part(block: AnyBlock) -> Any:
+    if isinstance(block, TextBlock):
+        return merged({"type": "text", "text": block.text}, block.attrs)
+    if isinstance(block, RefusalBlock):
+        return merged({"type": "refusal", "refusal": block.text}, block.attrs)
+    if isinstance(block, ImageBlock):
+        return merged({"type": "image_url", "image_url": {"url": block.data}}, block.attrs)
+    if isinstance(block, AudioBlock):
+        audio: dict[str, Any] = {"data": block.data}
+        if block.media_type is not None:
+            audio["format"] = block.media_type
+        return merged({"type": "input_audio", "input_audio": audio}, block.attrs)
+    if isinstance(block, FileBlock):
+        file: dict[str, Any] = {"file_data" if block.source == "base64" else "file_id": block.data}
+        if block.filename is not None:
+            file["filename"] = block.filename
+        return merged({"type": "file", "file": file}, block.attrs)
+    if isinstance(block, UnknownBlock):
+        return block.attrs.get("value", block.attrs) if "value" in block.attrs else block.attrs
+    raise BadRequestBody(f"block kind {block.kind} cannot be a Chat content part")
+
+
+def _render_call(call: ToolCallBlock) -> dict[str, Any]:
+    if call.tool_type == "custom":
+        return merged(
+            {
+                "id": call.call_id,
+                "type": "custom",
+                "custom": {"name": call.name, "input": call.arguments},
+            },
+            call.attrs,
+        )
+    attrs = dict(call.attrs)
+    untyped = attrs.pop("$untyped", False)
+    out = merged(
+        {
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        },
+        attrs,
+    )
+    if untyped:
+        del out["type"]
+    return out
+
+
+def _render_tool(tool: ToolDef) -> Any:
+    if tool.tool_type == "hosted":
+        return tool.attrs.get("$native")
+    if tool.tool_type == "custom":
+        return tool.attrs
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description is not None:
+        function["description"] = tool.description
+    if tool.parameters is not None:
+        function["parameters"] = tool.parameters
+    return merged({"type": "function", "function": function}, tool.attrs)

@@ -1,0 +1,111 @@
+"""Every error turngate raises, each with a stable rule code and an HTTP status hint.
+
+The proxy renders any of these in the caller's own API envelope (see each adapter's
+``render_error``), so an official SDK raises its normal exception.
+
+    TurngateError                      rule, status, message
+    ├── LocalError                     the client sent something turngate refuses
+    │   ├── BadRequestBody             non-JSON, invalid UTF-8, too deep, too large, wrong type
+    │   ├── SequenceRejected           the validator refused the message sequence (400)
+    │   ├── SequenceWaiting            a tool call has no result yet: nothing is sent (400)
+    │   ├── UnsupportedInTarget        the target API cannot carry a block (400)
+    │   ├── UnknownKind                a block kind this adapter does not know (400)
+    │   └── StateConflict              a conflict with recorded state (409)
+    ├── RemoteError                    the upstream provider misbehaved
+    │   ├── UpstreamUnavailable        connection refused, reset, timed out (502/504)
+    │   └── UpstreamProtocolError      a stream or body that breaks the provider's own rules (502)
+    ├── StoreUnavailable               the state store cannot be reached: fail closed (503)
+    └── IllegalTransition              a dispatch state change the machine forbids (500)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from turngate.graph.validator import Violation
+
+
+class TurngateError(Exception):
+    """Base of every turngate error: a rule code, an HTTP status hint and a message."""
+
+    rule: str = "turngate_error"
+    status: int = 500
+
+    def __init__(self, message: str, *, rule: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        if rule is not None:
+            self.rule = rule
+        if status is not None:
+            self.status = status
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class LocalError(TurngateError):
+    """The request broke a rule; the client must change it."""
+
+    status = 400
+
+
+class BadRequestBody(LocalError):
+    rule = "invalid_body"
+
+
+class SequenceRejected(LocalError):
+    """The validator refused the sequence. Carries every violation."""
+
+    rule = "sequence_rejected"
+
+    def __init__(self, violations: Sequence[Violation], *, status: int = 400):
+        self.violations = tuple(violations)
+        first = self.violations[0]
+        more = len(self.violations) - 1
+        suffix = (
+            f" (+{more} more: {', '.join(v.rule for v in self.violations[1:])})" if more else ""
+        )
+        super().__init__(f"turngate: {first.message}{suffix}", rule=first.rule, status=status)
+
+
+class SequenceWaiting(SequenceRejected):
+    """Some tool calls have no result yet; the sequence is not ready to send."""
+
+
+class UnsupportedInTarget(LocalError):
+    rule = "unsupported_in_target"
+
+
+class UnknownKind(LocalError):
+    rule = "unknown_kind"
+
+
+class StateConflict(LocalError):
+    status = 409
+    rule = "state_conflict"
+
+
+class RemoteError(TurngateError):
+    """The upstream provider did something turngate will not pass on."""
+
+    status = 502
+
+
+class UpstreamUnavailable(RemoteError):
+    rule = "upstream_unavailable"
+
+
+class UpstreamProtocolError(RemoteError):
+    rule = "upstream_protocol_error"
+
+
+class StoreUnavailable(TurngateError):
+    rule = "state_store_unavailable"
+    status = 503
+
+
+class IllegalTransition(TurngateError):
+    rule = "illegal_transition"
+    status = 500

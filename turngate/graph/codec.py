@@ -1,0 +1,23 @@
+"""Canonical JSON and digests: sorted keys, no whitespace, UTF-8, sha256."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+_CANONICAL = orjson.OPT_SORT_KEYS
+
+
+def canonical_json(value: Any) -> bytes:
+    return orjson.dumps(value, option=_CANONICAL)
+
+
+def digest_bytes(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def digest_of(value: Any) -> str:
+    """sha256 of the canonical JSON of ``value``, as ``sha256:<hex>``."""
+    return digest_bytes(canonical_json(value))

@@ -1,0 +1,361 @@
+"""MessageSequence.v1: the message graph every adapter parses into and renders from.
+
+Blocks are small frozen dataclasses told apart by a ``kind`` literal. Whatever a
+provider accepts that the graph does not model is kept, untouched, in ``attrs``
+(of the block, the message, a tool, or the request envelope), so rendering a graph
+back to the API it came from gives the same JSON value.
+
+Digests (sha256 over canonical JSON) are computed when first asked for: the proxy
+needs them for the manifest, a plain validation does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from turngate.graph.codec import digest_of
+
+JsonValue = Any
+Attrs = dict[str, Any]
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+Trust = Literal["trusted", "untrusted"]
+ArgumentState = Literal["complete", "incomplete"]
+ResultStatus = Literal["success", "error", "cancel"]
+ApiName = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
+MediaSource = Literal["url", "base64", "file", "text"]
+
+SCHEMA_VERSION = "turngate.MessageSequence.v1"
+_CONFIG = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+# Fields that place a block rather than describe it: left out of its digest.
+_PLACEMENT_FIELDS = frozenset({"id", "order", "trust"})
+
+
+_CONTENT_FIELDS: dict[str, tuple[str, ...]] = {}
+
+
+def _content_fields(cls: type[Any]) -> tuple[str, ...]:
+    names = _CONTENT_FIELDS.get(cls.__name__)
+    if names is None:
+        names = tuple(f.name for f in fields(cls) if f.name not in _PLACEMENT_FIELDS)
+        _CONTENT_FIELDS[cls.__name__] = names
+    return names
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Block:
+    __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
+
+    id: str
+    role: Role
+    order: int
+    trust: Trust
+    attrs: Attrs = field(default_factory=dict)
+
+    def semantic(self) -> dict[str, JsonValue]:
+        """The block's content: every field but those that only place it."""
+        out: dict[str, JsonValue] = {}
+        for name in _content_fields(type(self)):
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                value = [v.semantic() if isinstance(v, _Block) else v for v in value]
+            out[name] = value
+        return out
+
+    @cached_property
+    def digest(self) -> str:
+        return digest_of(self.semantic())
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextBlock(_Block):
+    kind: Literal["text"] = "text"
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageBlock(_Block):
+    kind: Literal["image"] = "image"
+    source: MediaSource
+    data: str
+    media_type: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AudioBlock(_Block):
+    kind: Literal["audio"] = "audio"
+    source: MediaSource
+    data: str
+    media_type: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileBlock(_Block):
+    kind: Literal["file"] = "file"
+    source: MediaSource
+    data: str
+    media_type: str | None = None
+    filename: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReasoningBlock(_Block):
+    """Thinking or reasoning. ``signature`` and ``payload`` are opaque and kept byte-exact."""
+
+    kind: Literal["reasoning"] = "reasoning"
+    provider: ApiName
+    text: str = ""
+    signature: str | None = None
+    payload: str | None = None
+    redacted: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class RefusalBlock(_Block):
+    kind: Literal["refusal"] = "refusal"
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallBlock(_Block):
+    """A call of a client-side tool. ``arguments`` is JSON text exactly as sent."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: str
+    argument_state: ArgumentState
+    tool_type: Literal["function", "custom"] = "function"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnippetBlock(_Block):
+    """A retrieved snippet: scoped input that must stay in the role it was admitted under."""
+
+    kind: Literal["snippet"] = "snippet"
+    text: str
+    scope: Role
+    source: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompressionBlock(_Block):
+    """A compression or compaction artifact: scoped, opaque."""
+
+    kind: Literal["compression"] = "compression"
+    provider: ApiName
+    payload: str
+    scope: Role
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerToolBlock(_Block):
+    """A provider-run (hosted) tool call or result: opaque and provider-bound."""
+
+    kind: Literal["server_tool"] = "server_tool"
+    provider: ApiName
+    name: str
+    phase: Literal["call", "result"]
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnknownBlock(_Block):
+    """A content kind the adapter does not know. The validator refuses it (``unknown_kind``)."""
+
+    kind: Literal["unknown"] = "unknown"
+    native_type: str
+
+
+ContentBlock = Annotated[
+    TextBlock | ImageBlock | AudioBlock | FileBlock | SnippetBlock | UnknownBlock,
+    Field(discriminator="kind"),
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResultBlock(_Block):
+    """The answer to one tool call. ``content`` holds its parts; ``value`` a structured answer."""
+
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    status: ResultStatus = "success"
+    name: str | None = None
+    content: tuple[ContentBlock, ...] = ()
+    value: JsonValue = None
+
+
+Block = Annotated[
+    TextBlock
+    | ImageBlock
+    | AudioBlock
+    | FileBlock
+    | ReasoningBlock
+    | RefusalBlock
+    | ToolCallBlock
+    | ToolResultBlock
+    | SnippetBlock
+    | CompressionBlock
+    | ServerToolBlock
+    | UnknownBlock,
+    Field(discriminator="kind"),
+]
+AnyBlock = (
+    TextBlock
+    | ImageBlock
+    | AudioBlock
+    | FileBlock
+    | ReasoningBlock
+    | RefusalBlock
+    | ToolCallBlock
+    | ToolResultBlock
+    | SnippetBlock
+    | CompressionBlock
+    | ServerToolBlock
+    | UnknownBlock
+)
+BLOCK_KINDS: frozenset[str] = frozenset(
+    {
+        "text",
+        "image",
+        "audio",
+        "file",
+        "reasoning",
+        "refusal",
+        "tool_call",
+        "tool_result",
+        "snippet",
+        "compression",
+        "server_tool",
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Message:
+    """One entry of the API's message list (or its system slot).
+
+    ``origin`` names the list it came from (``messages``, ``input``, ``contents``, ``system``…)
+    and ``index`` its position there; ``shape`` is the adapter's note of how the content was
+    written (a string, a list of parts…), so rendering gives the same JSON back.
+    """
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
+
+    index: int
+    role: Role
+    blocks: tuple[Block, ...]
+    origin: str = "messages"
+    shape: str = "parts"
+    attrs: Attrs = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        return f"{self.origin}[{self.index}]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolDef:
+    __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
+
+    name: str
+    tool_type: Literal["function", "custom", "hosted"] = "function"
+    description: str | None = None
+    parameters: JsonValue = None
+    attrs: Attrs = field(default_factory=dict)
+
+    @cached_property
+    def schema_digest(self) -> str:
+        return digest_of({"name": self.name, "parameters": self.parameters})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolEdge:
+    """A tool call and what answers it."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
+
+    call_id: str
+    tool_name: str
+    schema_digest: str | None
+    argument_state: ArgumentState
+    call_block_id: str
+    result_block_id: str | None = None
+    result_status: ResultStatus | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Normalization:
+    """A change rendering made to fit the target API (moving results, never dropping them)."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
+
+    rule: str
+    block_id: str
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageSequence:
+    __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
+
+    schema_version: Literal["turngate.MessageSequence.v1"] = "turngate.MessageSequence.v1"
+    api: ApiName
+    adapter: str
+    model: str | None
+    messages: tuple[Message, ...]
+    tools: tuple[ToolDef, ...] = ()
+    envelope: Attrs = field(default_factory=dict)
+    max_output_tokens: int | None = None
+    stream: bool = False
+    history: Literal["complete", "partial"] = "complete"
+    normalizations: tuple[Normalization, ...] = ()
+
+    @cached_property
+    def conversation_revision(self) -> int:
+        """The number of assistant turns (maximal runs of assistant messages) in the history."""
+        turns = 0
+        previous: Role | None = None
+        for message in self.messages:
+            if message.role == "assistant" and previous != "assistant":
+                turns += 1
+            previous = message.role
+        return turns
+
+    @cached_property
+    def edges(self) -> tuple[ToolEdge, ...]:
+        from turngate.graph.edges import build_edges
+
+        return build_edges(self)
+
+    @cached_property
+    def toolset_digest(self) -> str:
+        return digest_of([[t.name, t.tool_type, t.parameters] for t in self.tools])
+
+    @cached_property
+    def sequence_digest(self) -> str:
+        return digest_of([[m.role, [b.digest for b in m.blocks]] for m in self.messages])
+
+    @property
+    def adapter_digest(self) -> str:
+        return digest_of(self.adapter)
+
+    @property
+    def model_revision(self) -> str | None:
+        return self.model
+
+    def blocks(self) -> list[tuple[Message, AnyBlock]]:
+        return [(m, b) for m in self.messages for b in m.blocks]
+
+    def tool(self, name: str) -> ToolDef | None:
+        for tool in self.tools:
+            if tool.name == name:
+                return tool
+        return None

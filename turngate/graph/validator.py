@@ -1,0 +1,460 @@
+"""The sequence validator: ``validate(seq, capabilities) -> Verdict``.
+
+Rule codes are stable; docs/rules.md lists them. A verdict is READY, WAITING (some
+tool call has no result yet and nothing else is wrong) or REJECTED, and carries every
+violation found, each naming its message, block and call id. Role-forgery text is a
+*finding*: reported, and refused only when the caller's policy says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+import orjson
+
+from turngate.graph.capabilities import Capabilities
+from turngate.graph.model import (
+    AnyBlock,
+    CompressionBlock,
+    Message,
+    MessageSequence,
+    SnippetBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UnknownBlock,
+)
+
+VerdictStatus = Literal["READY", "WAITING", "REJECTED"]
+ForgeryPolicy = Literal["allow", "flag", "refuse"]
+
+ORPHAN_RESULT = "orphan_result"
+DUPLICATE_RESULT = "duplicate_result"
+MISSING_RESULT = "missing_result"
+MISPLACED_RESULT = "misplaced_result"
+DUPLICATE_CALL_ID = "duplicate_call_id"
+INVALID_CALL_ID = "invalid_call_id"
+INCOMPLETE_ARGUMENTS = "incomplete_arguments"
+RESULT_MISMATCH = "result_mismatch"
+UNKNOWN_KIND = "unknown_kind"
+SCOPE_CROSSING = "scope_crossing"
+ROLE_FORGERY = "role_forgery"
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    message: str
+    message_index: int | None = None
+    location: str | None = None
+    block_id: str | None = None
+    call_id: str | None = None
+    # True when the only problem is a result that has not arrived yet.
+    waiting: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rule": self.rule,
+            "message": self.message,
+            "messageIndex": self.message_index,
+            "location": self.location,
+            "blockId": self.block_id,
+            "callId": self.call_id,
+            "waiting": self.waiting,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: VerdictStatus
+    violations: tuple[Violation, ...] = ()
+    findings: tuple[Violation, ...] = field(default=())
+
+    @property
+    def rules(self) -> list[str]:
+        return [v.rule for v in self.violations]
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "READY"
+
+
+def violation(
+    rule: str, text: str, message: Message | None, block: AnyBlock | None = None, **kw: object
+) -> Violation:
+    """A violation located at ``message``/``block``; ``text`` gets the location appended."""
+    where = f" ({message.location})" if message is not None else ""
+    call_id = kw.pop("call_id", getattr(block, "call_id", None))
+    return Violation(
+        rule=rule,
+        message=f"{text}{where}",
+        message_index=message.index if message is not None else None,
+        location=message.location if message is not None else None,
+        block_id=block.id if block is not None else None,
+        call_id=call_id if isinstance(call_id, str) else None,
+        waiting=bool(kw.pop("waiting", False)),
+    )
+
+
+def validate(
+    seq: MessageSequence, caps: Capabilities, *, role_forgery: ForgeryPolicy = "flag"
+) -> Verdict:
+    found: list[Violation] = []
+    findings: list[Violation] = []
+    for message in seq.messages:
+        for block in message.blocks:
+            found.extend(_check_block(message, block, caps))
+            if role_forgery != "allow":
+                findings.extend(_forgery(message, block))
+    found.extend(_check_call_ids(seq))
+    found.extend(_Placement(seq, caps).run())
+    if caps.extra_rules:
+        from turngate.graph.rules import run_rules
+
+        found.extend(run_rules(caps.extra_rules, seq))
+    if role_forgery == "refuse":
+        found.extend(findings)
+    if any(not v.waiting for v in found):
+        status: VerdictStatus = "REJECTED"
+    elif found:
+        status = "WAITING"
+    else:
+        status = "READY"
+    return Verdict(status=status, violations=tuple(found), findings=tuple(findings))
+
+
+def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[Violation]:
+    out: list[Violation] = []
+    if isinstance(block, UnknownBlock):
+        out.append(
+            violation(UNKNOWN_KIND, f"unknown content kind '{block.native_type}'", message, block)
+        )
+    elif isinstance(block, ToolCallBlock):
+        out.extend(_check_call(message, block, caps))
+    elif isinstance(block, ToolResultBlock):
+        for part in block.content:
+            if isinstance(part, UnknownBlock):
+                out.append(
+                    violation(
+                        UNKNOWN_KIND,
+                        f"unknown content kind '{part.native_type}' in tool result "
+                        f"'{block.call_id}'",
+                        message,
+                        part,
+                        call_id=block.call_id,
+                    )
+                )
+    if isinstance(block, SnippetBlock | CompressionBlock):
+        if block.scope != block.role or message.role in ("system", "developer"):
+            out.append(
+                violation(
+                    SCOPE_CROSSING,
+                    f"{block.kind} admitted as {block.scope} input sits in a "
+                    f"{message.role} message",
+                    message,
+                    block,
+                )
+            )
+    elif not _role_fits(message, block):
+        out.append(
+            violation(
+                SCOPE_CROSSING,
+                f"{block.role} block '{block.id}' sits in a {message.role} message",
+                message,
+                block,
+            )
+        )
+    return out
+
+
+def _role_fits(message: Message, block: AnyBlock) -> bool:
+    if block.role == message.role:
+        return True
+    # Results ride in user messages on APIs that carry them there.
+    return isinstance(block, ToolResultBlock) and message.role == "user"
+
+
+def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> list[Violation]:
+    out: list[Violation] = []
+    call_id = block.call_id
+    if not call_id:
+        out.append(violation(INVALID_CALL_ID, "tool call has an empty call id", message, block))
+    elif caps.max_call_id_length is not None and len(call_id) > caps.max_call_id_length:
+        out.append(
+            violation(
+                INVALID_CALL_ID,
+                f"tool call id '{call_id}' is longer than {caps.max_call_id_length} characters",
+                message,
+                block,
+            )
+        )
+    elif caps.call_id_pattern is not None and not re.fullmatch(caps.call_id_pattern, call_id):
+        out.append(
+            violation(
+                INVALID_CALL_ID,
+                f"tool call id '{call_id}' does not match {caps.call_id_pattern}",
+                message,
+                block,
+            )
+        )
+    if block.argument_state == "incomplete" or (
+        block.tool_type == "function" and not arguments_complete(block.arguments)
+    ):
+        out.append(
+            violation(
+                INCOMPLETE_ARGUMENTS,
+                f"tool call '{call_id}' ({block.name}) has arguments that are not one "
+                "complete JSON object",
+                message,
+                block,
+            )
+        )
+    return out
+
+
+def arguments_complete(arguments: str) -> bool:
+    """True when ``arguments`` is exactly one JSON object (an empty string counts as ``{}``)."""
+    if arguments.strip() == "":
+        return True
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(value, dict)
+
+
+def _check_call_ids(seq: MessageSequence) -> list[Violation]:
+    """Call ids are unique within a turn (a run of assistant messages)."""
+    out: list[Violation] = []
+    seen: set[str] = set()
+    previous_role = None
+    for message in seq.messages:
+        if message.role != "assistant" or previous_role != "assistant":
+            seen = set()
+        previous_role = message.role
+        for block in message.blocks:
+            if isinstance(block, ToolCallBlock) and block.call_id:
+                if block.call_id in seen:
+                    out.append(
+                        violation(
+                            DUPLICATE_CALL_ID,
+                            f"tool call id '{block.call_id}' is used twice in one turn",
+                            message,
+                            block,
+                        )
+                    )
+                seen.add(block.call_id)
+    return out
+
+
+class _Placement:
+    """Walks the messages once, opening a result window after each assistant turn."""
+
+    def __init__(self, seq: MessageSequence, caps: Capabilities):
+        self.seq = seq
+        self.caps = caps
+        self.out: list[Violation] = []
+        # Calls of the current window, waiting for their result.
+        self.pending: dict[str, tuple[Message, ToolCallBlock]] = {}
+        # Calls whose window closed unanswered, and calls already answered.
+        self.closed: dict[str, tuple[Message, ToolCallBlock]] = {}
+        self.answered: set[str] = set()
+        self.calls_seen: set[str] = set()
+        self.result_ids: set[str] = {
+            b.call_id for _m, b in seq.blocks() if isinstance(b, ToolResultBlock)
+        }
+
+    def run(self) -> list[Violation]:
+        window = self.caps.result_window
+        messages = self.seq.messages
+        previous: Message | None = None
+        for message in messages:
+            same_run = previous is not None and previous.role == message.role
+            if message.role == "assistant":
+                if not (same_run and self.caps.merges_runs) and window != "anywhere_after":
+                    self._close_window()
+                self._open(message)
+            else:
+                self._take_results(message, previous, same_run)
+            previous = message
+            if window == "next_turn" and message.role != "assistant":
+                self._close_window()
+            if (
+                window == "anywhere_after"
+                and message.role in ("user", "system", "developer")
+                and any(not isinstance(b, ToolResultBlock) for b in message.blocks)
+            ):
+                self._close_window()
+        self._end()
+        return self.out
+
+    def _open(self, message: Message) -> None:
+        for block in message.blocks:
+            if isinstance(block, ToolCallBlock) and block.call_id:
+                self.pending[block.call_id] = (message, block)
+                self.calls_seen.add(block.call_id)
+
+    def _take_results(self, message: Message, previous: Message | None, same_run: bool) -> None:
+        window = self.caps.result_window
+        leading = True
+        for block in message.blocks:
+            if not isinstance(block, ToolResultBlock):
+                leading = False
+                continue
+            in_window = True
+            if window == "tool_messages":
+                in_window = message.role == "tool"
+            elif window == "next_turn_leading":
+                in_window = leading and (
+                    previous is not None
+                    and (previous.role == "assistant" or (same_run and self.caps.merges_runs))
+                )
+            elif window == "next_turn":
+                in_window = previous is not None and previous.role == "assistant"
+            self._result(message, block, in_window)
+        if window == "tool_messages" and message.role != "tool":
+            self._close_window()
+        if window == "next_turn_leading" and not leading:
+            self._close_window()
+
+    def _result(self, message: Message, block: ToolResultBlock, in_window: bool) -> None:
+        call_id = block.call_id
+        if call_id in self.pending and in_window:
+            _call_message, call = self.pending.pop(call_id)
+            self.answered.add(call_id)
+            if block.name is not None and block.name != call.name:
+                self.out.append(
+                    violation(
+                        RESULT_MISMATCH,
+                        f"tool result '{call_id}' names tool '{block.name}' but the call was "
+                        f"to '{call.name}'",
+                        message,
+                        block,
+                    )
+                )
+        elif call_id in self.answered:
+            self.out.append(
+                violation(
+                    DUPLICATE_RESULT,
+                    f"tool call '{call_id}' is answered more than once",
+                    message,
+                    block,
+                )
+            )
+        elif call_id in self.pending or call_id in self.closed:
+            self.closed.pop(call_id, None)
+            self.pending.pop(call_id, None)
+            self.answered.add(call_id)
+            self.out.append(
+                violation(
+                    MISPLACED_RESULT,
+                    f"tool result '{call_id}' is not where its call's results must be",
+                    message,
+                    block,
+                )
+            )
+        else:
+            self.out.append(
+                violation(
+                    ORPHAN_RESULT,
+                    f"tool result '{call_id}' answers no tool call",
+                    message,
+                    block,
+                )
+            )
+
+    def _close_window(self) -> None:
+        for call_id, (message, call) in self.pending.items():
+            if call_id in self.result_ids:
+                # Answered later, out of place: reported at that result.
+                self.closed[call_id] = (message, call)
+            else:
+                self.out.append(
+                    violation(
+                        MISSING_RESULT,
+                        f"tool call '{call_id}' ({call.name}) has no result before the "
+                        "conversation moves on",
+                        message,
+                        call,
+                    )
+                )
+        self.pending = {}
+
+    def _end(self) -> None:
+        for call_id, (message, call) in self.pending.items():
+            self.out.append(
+                violation(
+                    MISSING_RESULT,
+                    f"tool call '{call_id}' ({call.name}) is waiting for its result",
+                    message,
+                    call,
+                    waiting=True,
+                )
+            )
+
+
+_FORGERY_LINE = re.compile(r"(?im)^[ \t>#*]*(assistant|system|developer|human|model)[ \t]*:")
+_FORGERY_USER_LINE = re.compile(r"(?im)^[ \t>#*]*user[ \t]*:")
+_TEMPLATE_MARKERS = (
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|begin_of_text|>",
+    "<|endoftext|>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|end|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|start|>",
+    "[INST]",
+    "[/INST]",
+    "<<SYS>>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+)
+
+
+def forged_role_marker(text: str, *, from_tool: bool) -> str | None:
+    """The first role marker or chat-template token in ``text``, if any."""
+    match = _FORGERY_LINE.search(text)
+    if match:
+        return match.group(0).strip()
+    if from_tool:
+        match = _FORGERY_USER_LINE.search(text)
+        if match:
+            return match.group(0).strip()
+    for marker in _TEMPLATE_MARKERS:
+        if marker in text:
+            return marker
+    return None
+
+
+def _forgery(message: Message, block: AnyBlock) -> list[Violation]:
+    if block.trust != "untrusted":
+        return []
+    texts: list[str] = []
+    if isinstance(block, TextBlock | SnippetBlock):
+        texts.append(block.text)
+    elif isinstance(block, ToolResultBlock):
+        texts.extend(p.text for p in block.content if isinstance(p, TextBlock | SnippetBlock))
+        if isinstance(block.value, str):
+            texts.append(block.value)
+    for text in texts:
+        marker = forged_role_marker(text, from_tool=block.role == "tool")
+        if marker:
+            return [
+                violation(
+                    ROLE_FORGERY,
+                    f"{block.role} text in block '{block.id}' contains the role marker "
+                    f"{marker!r}; it stays {block.role} text",
+                    message,
+                    block,
+                )
+            ]
+    return []

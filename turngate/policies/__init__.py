@@ -1,0 +1,1 @@
+"""turngate policies: rollout modes, trust rules, context admission, config. Pure."""

@@ -1,0 +1,1 @@
+"""turngate proxy: the aiohttp app, upstream client and stream relay."""

@@ -1,0 +1,94 @@
+"""Settings of `turngate serve`: each flag has an environment variable; flags win.
+
+| flag                   | variable                     | default                               |
+|------------------------|------------------------------|---------------------------------------|
+| --host / --port        | TURNGATE_HOST / TURNGATE_PORT| 127.0.0.1 / 8787                      |
+| --config FILE          | TURNGATE_CONFIG              | none (built-in policy)                |
+| --state URL            | TURNGATE_STATE               | sqlite:///./turngate.db               |
+| --mode                 | TURNGATE_MODE                | enforce                               |
+| --upstream-openai      | TURNGATE_UPSTREAM_OPENAI     | https://api.openai.com                |
+| --upstream-anthropic   | TURNGATE_UPSTREAM_ANTHROPIC  | https://api.anthropic.com             |
+| --upstream-gemini      | TURNGATE_UPSTREAM_GEMINI     | https://generativelanguage.googleapis.com|
+| --max-body-bytes       | TURNGATE_MAX_BODY_BYTES      | 33554432 (32 MiB)                     |
+| --log-level            | TURNGATE_LOG_LEVEL           | info                                  |
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+Mode = Literal["shadow", "enforce-no-tools", "enforce"]
+MODES: tuple[Mode, ...] = ("shadow", "enforce-no-tools", "enforce")
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8787
+    config: str | None = None
+    state: str = "sqlite:///./turngate.db"
+    mode: Mode = "enforce"
+    upstream_openai: str = "https://api.openai.com"
+    upstream_anthropic: str = "https://api.anthropic.com"
+    upstream_gemini: str = "https://generativelanguage.googleapis.com"
+    max_body_bytes: int = 32 * 1024 * 1024
+    log_level: str = "info"
+
+
+# (flag, variable, attribute, type)
+_OPTIONS: tuple[tuple[str, str, str, type], ...] = (
+    ("--host", "TURNGATE_HOST", "host", str),
+    ("--port", "TURNGATE_PORT", "port", int),
+    ("--config", "TURNGATE_CONFIG", "config", str),
+    ("--state", "TURNGATE_STATE", "state", str),
+    ("--mode", "TURNGATE_MODE", "mode", str),
+    ("--upstream-openai", "TURNGATE_UPSTREAM_OPENAI", "upstream_openai", str),
+    ("--upstream-anthropic", "TURNGATE_UPSTREAM_ANTHROPIC", "upstream_anthropic", str),
+    ("--upstream-gemini", "TURNGATE_UPSTREAM_GEMINI", "upstream_gemini", str),
+    ("--max-body-bytes", "TURNGATE_MAX_BODY_BYTES", "max_body_bytes", int),
+    ("--log-level", "TURNGATE_LOG_LEVEL", "log_level", str),
+)
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = Settings()
+    for flag, variable, attribute, kind in _OPTIONS:
+        extra: dict[str, object] = {}
+        if attribute == "mode":
+            extra["choices"] = MODES
+        parser.add_argument(
+            flag,
+            dest=attribute,
+            type=kind,
+            default=None,
+            help=f"env {variable}; default {getattr(defaults, attribute)}",
+            **extra,  # type: ignore[arg-type]
+        )
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def settings_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> Settings:
+    env = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for _flag, variable, attribute, kind in _OPTIONS:
+        given = getattr(args, attribute, None)
+        if given is None and env.get(variable):
+            try:
+                given = kind(env[variable])
+            except ValueError as exc:
+                raise SettingsError(f"{variable}={env[variable]!r}: {exc}") from exc
+        if given is not None:
+            values[attribute] = given
+    mode = values.get("mode", "enforce")
+    if mode not in MODES:
+        raise SettingsError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    return Settings(**values)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""turngate state: the dispatch state machine (pure) and its stores (I/O)."""

@@ -1,0 +1,1 @@
+"""turngate telemetry: OpenTelemetry spans and metrics, Prometheus."""
