@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from turngate.errors import TurngateError
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import ApiName, MessageSequence, Role, Trust
+from turngate.graph.turn import AssistantTurn
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,13 @@ class Adapter(Protocol):
     def render_request(self, seq: MessageSequence) -> dict[str, Any]: ...
 
     def render_error(self, error: TurngateError) -> ErrorResponse: ...
+
+    def parse_response(self, body: Mapping[str, Any]) -> AssistantTurn:
+        """A non-streaming response body as the assistant turn it carries.
+
+        Raises ``UpstreamProtocolError`` when the body is not a response of this API.
+        """
+        ...
 
 
 def default_trust(role: Role) -> Trust:

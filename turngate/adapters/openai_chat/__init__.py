@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from turngate.adapters.base import ErrorResponse, RouteInfo
-from turngate.adapters.openai_chat import request
+from turngate.adapters.openai_chat import request, response
 from turngate.adapters.openai_errors import render_openai_error
 from turngate.errors import TurngateError
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import BLOCK_KINDS, ApiName, MessageSequence
+from turngate.graph.turn import AssistantTurn
 
 CAPABILITIES = Capabilities(
     api="openai_chat",
@@ -37,6 +38,9 @@ class OpenAIChatAdapter:
 
     def render_error(self, error: TurngateError) -> ErrorResponse:
         return render_openai_error(error)
+
+    def parse_response(self, body: Mapping[str, Any]) -> AssistantTurn:
+        return response.parse_response(body)
 
 
 ADAPTER = OpenAIChatAdapter()

@@ -44,8 +44,8 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
     messages_in = body.get("messages")
     if not isinstance(messages_in, list):
         raise BadRequestBody("'messages' must be a list of messages", rule="invalid_request")
-    order = _Counter()
-    messages = tuple(_parse_message(i, m, order) for i, m in enumerate(messages_in))
+    order = OrderCounter()
+    messages = tuple(parse_message(i, m, order) for i, m in enumerate(messages_in))
     tools_in = body.get("tools")
     tools = tuple(_parse_tool(t) for t in tools_in) if isinstance(tools_in, list) else ()
     envelope = {k: v for k, v in body.items() if k not in ("messages", "tools")}
@@ -65,7 +65,7 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
     )
 
 
-class _Counter:
+class OrderCounter:
     def __init__(self) -> None:
         self.value = 0
 
@@ -74,7 +74,7 @@ class _Counter:
         return self.value - 1
 
 
-def _parse_message(index: int, native: Any, order: _Counter) -> Message:
+def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
     if not isinstance(native, dict):
         raise BadRequestBody(f"messages[{index}] must be an object", rule="invalid_request")
     role_in = native.get("role")
@@ -143,7 +143,7 @@ def _content_shape(content: Any) -> tuple[str, list[Any]]:
     return "opaque", [{"type": f"content:{type(content).__name__}", "value": content}]
 
 
-def _parse_part(block_id: str, role: Role, part: Any, order: _Counter) -> AnyBlock:
+def _parse_part(block_id: str, role: Role, part: Any, order: OrderCounter) -> AnyBlock:
     trust = default_trust(role)
     common: dict[str, Any] = {"id": block_id, "role": role, "order": order.next(), "trust": trust}
     if not isinstance(part, dict):
@@ -193,7 +193,7 @@ def _parse_part(block_id: str, role: Role, part: Any, order: _Counter) -> AnyBlo
     return UnknownBlock(native_type=str(kind), attrs=dict(part), **common)
 
 
-def _parse_call(block_id: str, call: Any, order: _Counter) -> AnyBlock:
+def _parse_call(block_id: str, call: Any, order: OrderCounter) -> AnyBlock:
     common: dict[str, Any] = {
         "id": block_id,
         "role": "assistant",
