@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from turngate.adapters.base import ErrorResponse, RouteInfo
-from turngate.adapters.openai_chat import request, response
+from turngate.adapters.openai_chat import foreign, request, response
 from turngate.adapters.openai_errors import render_openai_error
 from turngate.errors import TurngateError
 from turngate.graph.capabilities import Capabilities
@@ -34,6 +34,8 @@ class OpenAIChatAdapter:
         return request.parse_request(body, route)
 
     def render_request(self, seq: MessageSequence) -> dict[str, Any]:
+        if seq.api != self.api:
+            return foreign.render_foreign(seq, CAPABILITIES)
         return request.render_request(seq)
 
     def render_error(self, error: TurngateError) -> ErrorResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -161,8 +162,11 @@ def _parse_part(block_id: str, role: Role, part: Any, order: OrderCounter) -> An
         if isinstance(url, str):
             attrs = remainder(part, _TYPE_ONLY)
             attrs["image_url"] = remainder(image, frozenset({"url"}))
-            source: MediaSource = "base64" if url.startswith("data:") else "url"
-            return ImageBlock(source=source, data=url, attrs=attrs, **common)
+            media_type, data = split_data_url(url)
+            source: MediaSource = "url" if media_type is None else "base64"
+            return ImageBlock(
+                source=source, data=data, media_type=media_type, attrs=attrs, **common
+            )
     if kind == "input_audio" and isinstance(part.get("input_audio"), dict):
         audio = part["input_audio"]
         if isinstance(audio.get("data"), str):
@@ -172,7 +176,7 @@ def _parse_part(block_id: str, role: Role, part: Any, order: OrderCounter) -> An
             return AudioBlock(
                 source="base64",
                 data=audio["data"],
-                media_type=fmt if isinstance(fmt, str) else None,
+                media_type=f"audio/{fmt}" if isinstance(fmt, str) else None,
                 attrs=attrs,
                 **common,
             )
@@ -183,9 +187,15 @@ def _parse_part(block_id: str, role: Role, part: Any, order: OrderCounter) -> An
             attrs = remainder(part, _TYPE_ONLY)
             attrs["file"] = remainder(file, frozenset({"file_data", "file_id", "filename"}))
             name = file.get("filename")
+            media_type = None
+            file_source: MediaSource = "file"
+            if "file_data" in file:
+                media_type, data = split_data_url(data)
+                file_source = "url" if media_type is None else "base64"
             return FileBlock(
-                source="base64" if "file_data" in file else "file",
+                source=file_source,
                 data=data,
+                media_type=media_type,
                 filename=name if isinstance(name, str) else None,
                 attrs=attrs,
                 **common,
@@ -267,6 +277,21 @@ def _parse_tool(native: Any) -> ToolDef:
     return ToolDef(name=str(name), tool_type="hosted", attrs={"$native": native})
 
 
+_DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,(.*)", re.DOTALL)
+
+
+def split_data_url(url: str) -> tuple[str | None, str]:
+    """``data:<type>;base64,<payload>`` -> (type, payload); anything else -> (None, url)."""
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        return None, url
+    return match.group(1), match.group(2)
+
+
+def data_url(media_type: str | None, payload: str) -> str:
+    return f"data:{media_type or 'application/octet-stream'};base64,{payload}"
+
+
 # --- rendering -------------------------------------------------------------------------
 
 
@@ -320,14 +345,21 @@ def _render_part(block: AnyBlock) -> Any:
     if isinstance(block, RefusalBlock):
         return merged({"type": "refusal", "refusal": block.text}, block.attrs)
     if isinstance(block, ImageBlock):
-        return merged({"type": "image_url", "image_url": {"url": block.data}}, block.attrs)
+        url = data_url(block.media_type, block.data) if block.source == "base64" else block.data
+        return merged({"type": "image_url", "image_url": {"url": url}}, block.attrs)
     if isinstance(block, AudioBlock):
         audio: dict[str, Any] = {"data": block.data}
         if block.media_type is not None:
-            audio["format"] = block.media_type
+            audio["format"] = block.media_type.removeprefix("audio/")
         return merged({"type": "input_audio", "input_audio": audio}, block.attrs)
     if isinstance(block, FileBlock):
-        file: dict[str, Any] = {"file_data" if block.source == "base64" else "file_id": block.data}
+        file: dict[str, Any] = (
+            {"file_id": block.data}
+            if block.source == "file"
+            else {"file_data": data_url(block.media_type, block.data)}
+            if block.source == "base64"
+            else {"file_data": block.data}
+        )
         if block.filename is not None:
             file["filename"] = block.filename
         return merged({"type": "file", "file": file}, block.attrs)
