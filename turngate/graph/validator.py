@@ -215,9 +215,11 @@ def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> l
 
 
 def arguments_complete(arguments: str) -> bool:
-    """True when ``arguments`` is exactly one JSON object (an empty string counts as ``{}``)."""
-    if arguments.strip() == "":
-        return True
+    """True when ``arguments`` is exactly one JSON object.
+
+    An empty string is incomplete: a call cut off before its first argument byte must not
+    run as ``{}``.
+    """
     try:
         value = orjson.loads(arguments)
     except orjson.JSONDecodeError:
@@ -261,10 +263,6 @@ class _Placement:
         # Calls whose window closed unanswered, and calls already answered.
         self.closed: dict[str, tuple[Message, ToolCallBlock]] = {}
         self.answered: set[str] = set()
-        self.calls_seen: set[str] = set()
-        self.result_ids: set[str] = {
-            b.call_id for _m, b in seq.blocks() if isinstance(b, ToolResultBlock)
-        }
 
     def run(self) -> list[Violation]:
         window = self.caps.result_window
@@ -293,8 +291,12 @@ class _Placement:
     def _open(self, message: Message) -> None:
         for block in message.blocks:
             if isinstance(block, ToolCallBlock) and block.call_id:
+                stale = self.closed.pop(block.call_id, None)
+                if stale is not None:
+                    # The id is reused by a new call: the old call can no longer be answered.
+                    self._missing(*stale)
+                self.answered.discard(block.call_id)
                 self.pending[block.call_id] = (message, block)
-                self.calls_seen.add(block.call_id)
 
     def _take_results(self, message: Message, previous: Message | None, same_run: bool) -> None:
         window = self.caps.result_window
@@ -366,23 +368,24 @@ class _Placement:
             )
 
     def _close_window(self) -> None:
-        for call_id, (message, call) in self.pending.items():
-            if call_id in self.result_ids:
-                # Answered later, out of place: reported at that result.
-                self.closed[call_id] = (message, call)
-            else:
-                self.out.append(
-                    violation(
-                        MISSING_RESULT,
-                        f"tool call '{call_id}' ({call.name}) has no result before the "
-                        "conversation moves on",
-                        message,
-                        call,
-                    )
-                )
+        # A result arriving later is reported as misplaced; one that never does, as missing.
+        self.closed.update(self.pending)
         self.pending = {}
 
+    def _missing(self, message: Message, call: ToolCallBlock) -> None:
+        self.out.append(
+            violation(
+                MISSING_RESULT,
+                f"tool call '{call.call_id}' ({call.name}) has no result before the "
+                "conversation moves on",
+                message,
+                call,
+            )
+        )
+
     def _end(self) -> None:
+        for message, call in self.closed.values():
+            self._missing(message, call)
         for call_id, (message, call) in self.pending.items():
             self.out.append(
                 violation(
