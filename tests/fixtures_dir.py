@@ -22,16 +22,20 @@ FIXTURES_PRESENT = (FIXTURES_DIR / "MANIFEST.tsv").is_file()
 COUNTS: Counter[str] = Counter()
 
 
-def fixture_paths(pattern: str) -> list[Path]:
-    """Fixture files matching ``pattern`` (a glob under the fixtures folder), sorted."""
+def fixture_paths(pattern: str, *, exclude: str | None = None) -> list[Path]:
+    """Fixture files matching ``pattern`` (a glob under the fixtures folder), sorted.
+
+    ``exclude`` drops names ending with it (e.g. ".request.json" to keep only responses).
+    """
     if not FIXTURES_PRESENT:
         return []
-    return sorted(FIXTURES_DIR.glob(pattern))
+    paths = sorted(FIXTURES_DIR.glob(pattern))
+    return [p for p in paths if exclude is None or not p.name.endswith(exclude)]
 
 
-def fixture_params(pattern: str) -> list[object]:
+def fixture_params(pattern: str, *, exclude: str | None = None) -> list[object]:
     """``pytest.mark.parametrize`` values for each fixture file, or one loud skip if absent."""
-    paths = fixture_paths(pattern)
+    paths = fixture_paths(pattern, exclude=exclude)
     if paths:
         return [pytest.param(p, id=p.name) for p in paths]
     reason = f"recorded fixtures ABSENT: {FIXTURES_DIR} does not exist"
