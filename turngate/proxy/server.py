@@ -1,9 +1,44 @@
-"""Entry point of `turngate serve`."""
+"""Entry point of `turngate serve`: run the app until SIGINT/SIGTERM, then drain.
+
+On a signal aiohttp stops accepting connections, lets in-flight requests finish for up
+to ``SHUTDOWN_TIMEOUT`` seconds, closes the upstream session and the store, and
+``serve`` returns (exit status 0).
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+
+from aiohttp import web
+
+from turngate.proxy.app import create_app
+from turngate.proxy.logs import AccessLogger, access_log, configure_logging
 from turngate.settings import Settings
+
+SHUTDOWN_TIMEOUT = 30.0
+CREDENTIAL_SECRET_VARIABLE = "TURNGATE_CREDENTIAL_SECRET"
+
+log = logging.getLogger("turngate.proxy")
 
 
 def serve(settings: Settings) -> None:
-    raise SystemExit("turngate serve: the proxy is not in this build yet (see issue 4)")
+    configure_logging(settings.log_level)
+    app = create_app(settings, credential_secret=os.environ.get(CREDENTIAL_SECRET_VARIABLE))
+    log.info(
+        "turngate serving on http://%s:%d (mode %s, state %s)",
+        settings.host,
+        settings.port,
+        settings.mode,
+        settings.state.split("://", 1)[0],
+    )
+    web.run_app(
+        app,
+        host=settings.host,
+        port=settings.port,
+        shutdown_timeout=SHUTDOWN_TIMEOUT,
+        access_log_class=AccessLogger,
+        access_log=access_log,
+        print=None,
+    )
+    log.info("turngate stopped")

@@ -1,0 +1,58 @@
+"""A turngate app in front of a fake upstream, both served on 127.0.0.1 in the test's loop."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tests.proxy.fake_upstream import FakeUpstream
+from tests.proxy.stack import Stack
+from turngate.proxy.app import create_app
+from turngate.proxy.upstream import UpstreamTimeouts
+from turngate.settings import Settings
+
+StackFactory = Callable[..., Awaitable[Stack]]
+
+
+@pytest.fixture
+def make_stack(aiohttp_server: Any) -> StackFactory:
+    async def make(
+        *, record_bodies: bool = False, timeouts: UpstreamTimeouts | None = None, **settings: Any
+    ) -> Stack:
+        upstream = FakeUpstream()
+        upstream_server: TestServer = await aiohttp_server(upstream.app())
+        base = f"http://127.0.0.1:{upstream_server.port}"
+        chosen = Settings(
+            state="memory://", upstream_openai=base, upstream_anthropic=base, upstream_gemini=base
+        )
+        chosen = dataclasses.replace(chosen, **settings)
+        app = create_app(
+            chosen,
+            credential_secret="test-secret",
+            timeouts=timeouts or UpstreamTimeouts(connect=2.0, read=5.0),
+        )
+        bodies: list[bytes] = []
+        if record_bodies:
+
+            @web.middleware
+            async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+                if request.method == "POST":
+                    bodies.append(await request.read())
+                response: web.StreamResponse = await handler(request)
+                return response
+
+            app.middlewares.append(record)
+        server: TestServer = await aiohttp_server(app)
+        return Stack(f"http://127.0.0.1:{server.port}", upstream, app, bodies)
+
+    return make
+
+
+@pytest.fixture
+async def stack(make_stack: StackFactory) -> Stack:
+    return await make_stack()

@@ -1,0 +1,126 @@
+"""A fake provider: replays recorded fixture bodies, records every request, injects faults.
+
+    upstream = FakeUpstream()
+    upstream.reply(Reply.fixture("openai-chat/pai-nonstream-2-tool-calls.json"))
+    upstream.reply(Reply(status=500, body=b"..."), path="/v1/messages")   # per path
+    ... upstream.received  -> [Received(method, path_qs, headers, body)]
+
+Faults: ``status`` (any code), ``delay`` (seconds before the headers), ``drop_after``
+(bytes of body written, then the connection is aborted), ``hang`` (read the request,
+never answer). ``.sse`` bodies are written one event at a time, like a real stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from tests.fixtures_dir import FIXTURES_DIR
+
+
+@dataclass(frozen=True)
+class Reply:
+    body: bytes = b"{}"
+    status: int = 200
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    drop_after: int | None = None
+    hang: bool = False
+
+    @classmethod
+    def fixture(cls, relative: str, **kwargs: Any) -> Reply:
+        path = FIXTURES_DIR / relative
+        content_type = "text/event-stream" if path.suffix == ".sse" else "application/json"
+        return cls(body=path.read_bytes(), content_type=content_type, **kwargs)
+
+    @classmethod
+    def json(cls, value: Any, **kwargs: Any) -> Reply:
+        return cls(body=orjson.dumps(value), **kwargs)
+
+    @property
+    def streamed(self) -> bool:
+        return self.content_type == "text/event-stream"
+
+
+@dataclass(frozen=True)
+class Received:
+    method: str
+    path_qs: str
+    headers: CIMultiDictProxy[str]
+    body: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self._default = Reply()
+        self._by_path: dict[str, Reply] = {}
+        # Set once a request has been read in full (a test waits for it before a crash).
+        self.got_request = asyncio.Event()
+
+    def reply(self, reply: Reply, path: str | None = None) -> None:
+        if path is None:
+            self._default = reply
+        else:
+            self._by_path[path] = reply
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=1 << 30)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        return app
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.received.append(
+            Received(
+                request.method,
+                request.raw_path,
+                CIMultiDictProxy(CIMultiDict(request.headers)),
+                body,
+            )
+        )
+        self.got_request.set()
+        reply = self._by_path.get(request.path, self._default)
+        if reply.hang:
+            await asyncio.Event().wait()
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        response = web.StreamResponse(status=reply.status, headers=reply.headers)
+        response.content_type = reply.content_type
+        if not reply.streamed:
+            response.content_length = len(reply.body)
+        await response.prepare(request)
+        payload = reply.body if reply.drop_after is None else reply.body[: reply.drop_after]
+        for piece in _pieces(payload, reply.streamed):
+            await response.write(piece)
+        if reply.drop_after is not None:
+            assert request.transport is not None
+            request.transport.abort()
+            return response
+        await response.write_eof()
+        return response
+
+
+def _pieces(body: bytes, streamed: bool) -> list[bytes]:
+    if not streamed:
+        return [body]
+    separator = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
+    events = body.split(separator)
+    out = [event + separator for event in events[:-1]]
+    if events[-1]:
+        out.append(events[-1])
+    return out
+
+
+def fixture_path(relative: str) -> Path:
+    return FIXTURES_DIR / relative

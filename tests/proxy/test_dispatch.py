@@ -1,0 +1,227 @@
+"""The dispatch path over HTTP: what is sent, what is recorded, what the client gets back."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from tests.fixtures_dir import COUNTS, FIXTURES_DIR, fixture_params, load_json
+from tests.graph.test_validator_table import TABLE
+from tests.proxy.conftest import StackFactory
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import JSON, operation, post, states
+from tests.proxy.stack import Stack
+from turngate.graph.codec import digest_bytes
+from turngate.proxy.upstream import UpstreamTimeouts
+
+CHAT = "/openai/v1/chat/completions"
+TOOL_CALLS = "openai-chat/pai-nonstream-2-tool-calls"
+
+
+def fixture_bytes(relative: str) -> bytes:
+    return (FIXTURES_DIR / relative).read_bytes()
+
+
+def chat_pairs() -> list[Any]:
+    """Every recorded Chat request with its recorded response (streamed or not)."""
+    params = []
+    for param in fixture_params("openai-chat/*.request.json"):
+        path = param.values[0]
+        if path is None:
+            return [param]
+        stem = path.name.removesuffix(".request.json")
+        for ext in (".json", ".sse"):
+            if (path.parent / (stem + ext)).is_file():
+                params.append(pytest.param(f"openai-chat/{stem}", ext, id=stem))
+    return params
+
+
+@pytest.mark.parametrize(("stem", "ext"), chat_pairs())
+async def test_recorded_chat_requests_go_up_byte_for_byte_and_commit(
+    stack: Stack, stem: str, ext: str
+):
+    raw = fixture_bytes(stem + ".request.json")
+    response = fixture_bytes(stem + ext)
+    status_code = 404 if "error-404" in stem else 400 if "error-400" in stem else 200
+    stack.upstream.reply(Reply.fixture(stem + ext, status=status_code))
+    status, headers, body = await post(stack, CHAT, raw, {"Authorization": "Bearer k"})
+
+    assert status == status_code
+    assert body == response
+    (received,) = stack.upstream.received
+    assert received.body == raw
+    assert received.headers["Authorization"] == "Bearer k"
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    assert record["manifest"]["requestDigest"] == digest_bytes(raw)
+    assert received.headers["Idempotency-Key"] == record["manifest"]["idempotencyKey"]
+    assert headers["Turngate-Manifest-Digest"] == record["manifestDigest"]
+    assert headers["Turngate-Attempt"] == "1"
+    expected_end = "COMMITTED" if status_code == 200 else "FAILED"
+    assert record["state"] == expected_end
+    path = ["PREPARED", "DISPATCHING", "SENT"]
+    if ext == ".sse" and status_code == 200:
+        path.append("STREAMING")
+    assert states(record) == [*path, expected_end]
+    COUNTS["chat fixtures dispatched through the proxy"] += 1
+
+
+@pytest.mark.parametrize(
+    ("request_body", "verdict", "rule"),
+    [pytest.param(b, s, r, id=name) for name, b, s, r in TABLE],
+)
+async def test_every_invalid_sequence_is_refused_and_nothing_is_sent(
+    stack: Stack, request_body: dict[str, Any], verdict: str, rule: str
+):
+    status, headers, body = await post(stack, CHAT, request_body)
+    assert status == 400
+    assert headers["Turngate-Rejection"] == rule
+    error = orjson.loads(body)["error"]
+    assert error["code"] == rule
+    assert error["message"].startswith("turngate: ")
+    assert "Turngate-Operation-Id" not in headers
+    assert stack.upstream.received == []
+
+
+async def test_a_non_streaming_answer_is_committed_with_its_handle(stack: Stack):
+    stack.upstream.reply(Reply.fixture(TOOL_CALLS + ".json"))
+    _status, headers, _body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    assert record["state"] == "COMMITTED"
+    assert record["handle"] == load_json(FIXTURES_DIR / (TOOL_CALLS + ".json"))["id"]  # type: ignore[index]
+
+
+def _broken_tool_call(change: str) -> dict[str, Any]:
+    answer = copy.deepcopy(load_json(FIXTURES_DIR / (TOOL_CALLS + ".json")))
+    assert isinstance(answer, dict)
+    call = answer["choices"][0]["message"]["tool_calls"][1]
+    if change == "truncated arguments":
+        call["function"]["arguments"] = '{"path": "test'
+    elif change == "arguments not an object":
+        call["function"]["arguments"] = '["test.txt"]'
+    elif change == "arguments break the schema":
+        call["function"]["arguments"] = '{"path": 7}'
+    elif change == "extra property under additionalProperties false":
+        call["function"]["arguments"] = '{"path": "a", "mode": "w"}'
+    elif change == "undeclared tool":
+        call["function"]["name"] = "format_disk"
+    return answer
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "truncated arguments",
+        "arguments not an object",
+        "arguments break the schema",
+        "extra property under additionalProperties false",
+        "undeclared tool",
+    ],
+)
+async def test_an_answer_with_an_invalid_tool_call_never_reaches_the_client(
+    stack: Stack, change: str
+):
+    stack.upstream.reply(Reply.json(_broken_tool_call(change)))
+    status, headers, body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
+    assert status == 502
+    assert headers["Turngate-Rejection"] == "invalid_tool_call"
+    error = orjson.loads(body)["error"]
+    assert error["code"] == "invalid_tool_call"
+    assert "call_TmlTVWQbzrXCZ4jNsCVNbNqu" in error["message"]
+    assert b"tool_calls" not in body
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    assert record["state"] == "FAILED"
+    assert record["history"][-1]["detail"] == "invalid_tool_call"
+
+
+async def test_an_upstream_error_is_relayed_unchanged_and_fails_the_operation(stack: Stack):
+    stem = "anthropic/pai-error-400-invalid-request"
+    stack.upstream.reply(Reply.fixture(stem + ".json", status=529, headers={"x-should-retry": "1"}))
+    status, headers, body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
+    assert (status, body) == (529, fixture_bytes(stem + ".json"))
+    assert headers["x-should-retry"] == "1"
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    assert record["state"] == "FAILED"
+    assert record["history"][-1]["detail"] == "upstream status 529"
+
+
+async def test_a_body_cut_mid_answer_leaves_the_operation_unknown(stack: Stack):
+    stack.upstream.reply(Reply.fixture(TOOL_CALLS + ".json", drop_after=100))
+    status, headers, body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
+    assert status == 502
+    assert orjson.loads(body)["error"]["code"] == "upstream_unavailable"
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    assert states(record)[-2:] == ["SENT", "UNKNOWN"]
+
+
+async def test_a_stream_cut_midway_breaks_the_client_stream_and_is_unknown(stack: Stack):
+    stem = "openai-chat/pai-after-parallel-tool-results"
+    stack.upstream.reply(Reply.fixture(stem + ".sse", drop_after=400))
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            stack.url + CHAT, data=fixture_bytes(stem + ".request.json"), headers=JSON
+        ) as resp,
+    ):
+        assert resp.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await resp.read()
+        operation_id = resp.headers["Turngate-Operation-Id"]
+    record = await operation(stack, operation_id)
+    assert states(record)[-3:] == ["SENT", "STREAMING", "UNKNOWN"]
+
+
+async def test_an_upstream_that_never_answers_times_out_as_unknown(make_stack: StackFactory):
+    stack = await make_stack(timeouts=UpstreamTimeouts(connect=2.0, read=0.3))
+    stack.upstream.reply(Reply(hang=True))
+    status, headers, _body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
+    assert status == 504
+    assert headers["Turngate-Rejection"] == "upstream_timeout"
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    assert states(record)[-2:] == ["SENT", "UNKNOWN"]
+
+
+async def test_an_upstream_that_refuses_connections_fails_the_operation(
+    make_stack: StackFactory, unused_tcp_port: int
+):
+    closed = f"http://127.0.0.1:{unused_tcp_port}"
+    stack = await make_stack(upstream_openai=closed)
+    status, headers, body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
+    assert status == 502
+    assert orjson.loads(body)["error"]["code"] == "upstream_unavailable"
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    # Nothing can have left: the attempt is over, not unknown.
+    assert states(record)[-2:] == ["DISPATCHING", "FAILED"]
+
+
+async def test_a_second_dispatch_for_the_same_conversation_revision_conflicts(stack: Stack):
+    stack.upstream.reply(Reply.fixture(TOOL_CALLS + ".json"))
+    raw = fixture_bytes(TOOL_CALLS + ".request.json")
+    conversation = {"Turngate-Conversation-Id": "conv-42"}
+    first_status, first, _ = await post(stack, CHAT, raw, conversation)
+    assert first_status == 200
+    record = await operation(stack, first["Turngate-Operation-Id"])
+    assert record["manifest"]["conversationId"] == "conv-42"
+    assert record["manifest"]["conversationRevision"] == 0
+
+    status, headers, body = await post(stack, CHAT, raw, conversation)
+    assert status == 409
+    assert headers["Retry-After"] == "1"
+    assert headers["Turngate-Rejection"] == "dispatch_conflict"
+    assert orjson.loads(body)["error"]["code"] == "dispatch_conflict"
+    assert len(stack.upstream.received) == 1
+    # Without the header each request is its own operation.
+    assert (await post(stack, CHAT, raw))[0] == 200
+
+
+async def test_concurrent_dispatches_of_one_revision_send_exactly_once(stack: Stack):
+    stack.upstream.reply(Reply.fixture(TOOL_CALLS + ".json", delay=0.2))
+    raw = fixture_bytes(TOOL_CALLS + ".request.json")
+    conversation = {"Turngate-Conversation-Id": "conv-race"}
+    results = await asyncio.gather(*(post(stack, CHAT, raw, conversation) for _ in range(8)))
+    assert sorted(status for status, _h, _b in results) == [200] + [409] * 7
+    assert len(stack.upstream.received) == 1

@@ -1,0 +1,123 @@
+"""The aiohttp Application: turngate's own endpoints and every provider prefix.
+
+    GET /healthz                          the process is up
+    GET /readyz                           the state store answers
+    GET /turngate/v1/operations/{id}      an operation's manifest, state and history
+    *   /openai/v1/… /anthropic/… /gemini/…   parsed routes are dispatched, the rest relayed
+    anything else                         404
+
+The shared ClientSession and the state store are opened in ``cleanup_ctx``; at start the
+store moves operations a crash left in flight to UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from turngate.errors import TurngateError
+from turngate.proxy.credentials import process_secret
+from turngate.proxy.dispatch import dispatch
+from turngate.proxy.errors import error_response, plain_error
+from turngate.proxy.routes import ERROR_API, match, prefixes
+from turngate.proxy.services import Services
+from turngate.proxy.tool_calls import SchemaCache
+from turngate.proxy.upstream import UpstreamTimeouts, new_session, relay, unavailable
+from turngate.settings import Settings
+from turngate.state.store import StateStore, open_store
+
+log = logging.getLogger("turngate.proxy")
+
+SERVICES = web.AppKey("services", Services)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: StateStore | None = None,
+    clock: Callable[[], float] = time.time,
+    credential_secret: str | None = None,
+    timeouts: UpstreamTimeouts | None = None,
+) -> web.Application:
+    """The app for ``settings``; ``store`` defaults to ``open_store(settings.state)``."""
+    table = prefixes(settings)
+    app = web.Application(client_max_size=settings.max_body_bytes)
+
+    async def services_ctx(app: web.Application) -> AsyncIterator[None]:
+        chosen = store if store is not None else open_store(settings.state)
+        await chosen.open()
+        recovered = await chosen.recover(now=clock())
+        if recovered:
+            log.warning("%d operations left in flight are now UNKNOWN", len(recovered))
+        session = new_session(timeouts or UpstreamTimeouts())
+        app[SERVICES] = Services(
+            settings=settings,
+            prefixes=table,
+            store=chosen,
+            session=session,
+            clock=clock,
+            credential_secret=process_secret(credential_secret),
+            schemas=SchemaCache(),
+        )
+        try:
+            yield
+        finally:
+            await session.close()
+            await chosen.close()
+
+    app.cleanup_ctx.append(services_ctx)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/turngate/v1/operations/{operation_id}", operation)
+    app.router.add_route("*", "/{tail:.*}", provider_route)
+    return app
+
+
+def _json(value: object, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(value), content_type="application/json")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return _json({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    try:
+        ready = await request.app[SERVICES].store.ping()
+    except Exception as exc:
+        log.warning("state store ping failed: %s", type(exc).__name__)
+        ready = False
+    return _json({"status": "ready" if ready else "store unavailable"}, 200 if ready else 503)
+
+
+async def operation(request: web.Request) -> web.Response:
+    operation_id = request.match_info["operation_id"]
+    record = await request.app[SERVICES].store.get(operation_id)
+    if record is None:
+        return plain_error(404, f"turngate: no operation {operation_id!r}", "operation_not_found")
+    return _json(record.to_json())
+
+
+async def provider_route(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    route = match(services.prefixes, request.method, request.path, request.raw_path)
+    if route is None:
+        return plain_error(
+            404,
+            f"turngate: no route for {request.path!r}; the prefixes are /openai/v1, "
+            "/anthropic and /gemini",
+            "no_route",
+        )
+    if route.api is not None:
+        return await dispatch(request, route, services)
+    try:
+        return await relay(request, route, services.session)
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        error: TurngateError = unavailable(exc)
+        log.warning("relay of %s failed: %s", request.path, error.rule)
+        return error_response(ERROR_API[route.provider], error)

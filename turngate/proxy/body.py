@@ -1,0 +1,104 @@
+"""Reading a chat request body: content type, size limit, UTF-8, JSON, nesting depth.
+
+Every failure is a ``BadRequestBody`` with a clear message and a rule code; the route's
+adapter renders it in the API's own envelope, so the SDK raises its normal exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from turngate.errors import BadRequestBody
+
+# Deeper JSON is refused before any recursive code (adapters, digests, schemas) sees it.
+MAX_JSON_DEPTH = 64
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    _check_content_type(request.headers.get("Content-Type"))
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise _too_large(limit)
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise _too_large(limit) from exc
+
+
+def _check_content_type(value: str | None) -> None:
+    # A missing type is taken as JSON; a declared non-JSON type is refused.
+    if value is None:
+        return
+    media = value.split(";", 1)[0].strip().lower()
+    if media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        return
+    raise BadRequestBody(
+        f"turngate: the request body must be application/json, not {media or 'empty'!r}",
+        rule="unsupported_media_type",
+        status=415,
+    )
+
+
+def _too_large(limit: int) -> BadRequestBody:
+    return BadRequestBody(
+        f"turngate: the request body is larger than the limit of {limit} bytes",
+        rule="request_too_large",
+        status=413,
+    )
+
+
+def decode_json(raw: bytes) -> dict[str, Any]:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _not_json(raw, exc) from exc
+    if not isinstance(value, dict):
+        raise BadRequestBody(
+            "turngate: the request body must be a JSON object", rule="invalid_json"
+        )
+    if json_depth_exceeds(value, MAX_JSON_DEPTH):
+        raise BadRequestBody(
+            f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
+            rule="json_too_deep",
+        )
+    return value
+
+
+def _not_json(raw: bytes, exc: orjson.JSONDecodeError) -> BadRequestBody:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return BadRequestBody(
+            f"turngate: the request body is not valid UTF-8 (byte {bad.start})",
+            rule="invalid_utf8",
+        )
+    if not raw.strip():
+        return BadRequestBody("turngate: the request body is empty", rule="invalid_json")
+    if "recursion" in str(exc).lower():
+        return BadRequestBody(
+            f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
+            rule="json_too_deep",
+        )
+    return BadRequestBody(
+        f"turngate: the request body is not valid JSON (line {exc.lineno}, column {exc.colno})",
+        rule="invalid_json",
+    )
+
+
+def json_depth_exceeds(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """True when containers nest more than ``limit`` deep (the top object is depth 1)."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False

@@ -1,0 +1,124 @@
+"""Path prefixes -> provider, upstream URL, and the routes parsed into the message graph.
+
+SPEC §1 and §7: each provider has one prefix; the path after it is appended to that
+provider's configured upstream base, query string kept. Nothing in a request can choose
+another host: the URL is the configured base plus a path that always starts with ``/``.
+
+    /openai/v1/...  -> {upstream_openai}/v1/...
+    /anthropic/...  -> {upstream_anthropic}/...
+    /gemini/...     -> {upstream_gemini}/...
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, assert_never
+
+from yarl import URL
+
+from turngate.adapters.base import RouteInfo
+from turngate.graph.model import ApiName
+from turngate.settings import Settings
+
+Provider = Literal["openai", "anthropic", "gemini"]
+
+# The API whose error envelope a provider's unparsed routes use.
+ERROR_API: dict[Provider, ApiName] = {
+    "openai": "openai_chat",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+}
+
+_GEMINI_ROUTE = re.compile(r"/(v1beta|v1)/models/([^/:]+):(generateContent|streamGenerateContent)")
+
+
+@dataclass(frozen=True)
+class Prefix:
+    # Where the SDK's base URL points, e.g. "/openai/v1".
+    mount: str
+    # What replaces the mount upstream, e.g. "/v1".
+    upstream_root: str
+    provider: Provider
+    upstream: URL
+
+
+@dataclass(frozen=True)
+class RouteMatch:
+    prefix: Prefix
+    # The upstream path, still percent-encoded as the client sent it, with the query string.
+    upstream_path_qs: str
+    # Set when the route is parsed into the graph; None when it is relayed unchanged.
+    api: ApiName | None
+    info: RouteInfo
+
+    @property
+    def provider(self) -> Provider:
+        return self.prefix.provider
+
+    @property
+    def upstream_url(self) -> URL:
+        base = self.prefix.upstream
+        url = URL(str(base).rstrip("/") + self.upstream_path_qs, encoded=True)
+        if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
+            raise ValueError("the upstream URL left the configured host")
+        return url
+
+
+def prefixes(settings: Settings) -> tuple[Prefix, ...]:
+    return (
+        Prefix("/openai/v1", "/v1", "openai", _base(settings.upstream_openai)),
+        Prefix("/anthropic", "", "anthropic", _base(settings.upstream_anthropic)),
+        Prefix("/gemini", "", "gemini", _base(settings.upstream_gemini)),
+    )
+
+
+def _base(url: str) -> URL:
+    parsed = URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"upstream {url!r} must be an http(s) URL with a host")
+    if parsed.query_string or parsed.fragment:
+        raise ValueError(f"upstream {url!r} must not carry a query or fragment")
+    return parsed
+
+
+def match(table: tuple[Prefix, ...], method: str, path: str, raw_path_qs: str) -> RouteMatch | None:
+    """The route for a request; ``path`` is decoded, ``raw_path_qs`` as sent (with query)."""
+    for prefix in table:
+        if path != prefix.mount and not path.startswith(prefix.mount + "/"):
+            continue
+        # The mount is plain ASCII: a raw path that does not start with it byte for byte
+        # percent-encoded the prefix itself, and is not routed.
+        if not raw_path_qs.startswith(prefix.mount):
+            return None
+        raw_tail = raw_path_qs[len(prefix.mount) :]
+        api, info = _parsed(
+            prefix.provider, method, prefix.upstream_root + path[len(prefix.mount) :]
+        )
+        return RouteMatch(prefix, prefix.upstream_root + raw_tail, api, info)
+    return None
+
+
+def _parsed(
+    provider: Provider, method: str, upstream_path: str
+) -> tuple[ApiName | None, RouteInfo]:
+    if method != "POST":
+        return None, RouteInfo()
+    if provider == "openai":
+        if upstream_path == "/v1/chat/completions":
+            return "openai_chat", RouteInfo()
+        if upstream_path == "/v1/responses":
+            return "openai_responses", RouteInfo()
+        return None, RouteInfo()
+    if provider == "anthropic":
+        return (
+            ("anthropic", RouteInfo()) if upstream_path == "/v1/messages" else (None, RouteInfo())
+        )
+    if provider == "gemini":
+        found = _GEMINI_ROUTE.fullmatch(upstream_path)
+        if found is None:
+            return None, RouteInfo()
+        return "gemini", RouteInfo(
+            model=found.group(2), stream=found.group(3) == "streamGenerateContent"
+        )
+    assert_never(provider)

@@ -1,0 +1,122 @@
+"""A response's tool calls, checked before it is committed: nothing half-valid is delivered.
+
+Each function call's arguments must be one JSON object, name a tool the request
+declared, and validate against that tool's JSON Schema. Schemas are compiled once per
+schema digest (fastjsonschema, a small LRU). Remote ``$ref``s are never fetched, format
+checks are off (a model's date string is not a broken call), and a schema fastjsonschema
+cannot compile is skipped with a warning rather than failing every call to that tool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import fastjsonschema
+import orjson
+
+from turngate.errors import UpstreamProtocolError
+from turngate.graph.model import MessageSequence, ToolCallBlock, ToolDef
+from turngate.graph.turn import AssistantTurn
+
+log = logging.getLogger("turngate.proxy")
+
+INVALID_TOOL_CALL = "invalid_tool_call"
+Validator = Callable[[Any], Any]
+# Gemini's OpenAPI subset writes types in capitals.
+_OPENAPI_TYPES = {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"}
+
+
+class _NoRemoteRefs(dict[str, Callable[[str], Any]]):
+    """fastjsonschema fetches any scheme it has no handler for; here every scheme refuses."""
+
+    def __contains__(self, scheme: object) -> bool:
+        return True
+
+    def __getitem__(self, scheme: str) -> Callable[[str], Any]:
+        return _refuse_remote
+
+
+def _refuse_remote(uri: str) -> Any:
+    raise fastjsonschema.JsonSchemaDefinitionException(f"remote $ref {uri!r} is not fetched")
+
+
+class SchemaCache:
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._compiled: OrderedDict[str, Validator | None] = OrderedDict()
+
+    def validator(self, tool: ToolDef) -> Validator | None:
+        key = tool.schema_digest
+        if key in self._compiled:
+            self._compiled.move_to_end(key)
+            return self._compiled[key]
+        compiled = _compile(tool)
+        self._compiled[key] = compiled
+        if len(self._compiled) > self.size:
+            self._compiled.popitem(last=False)
+        return compiled
+
+
+def _compile(tool: ToolDef) -> Validator | None:
+    if not isinstance(tool.parameters, dict):
+        return None
+    try:
+        compiled: Validator = fastjsonschema.compile(
+            _json_schema(tool.parameters),
+            handlers=_NoRemoteRefs(),
+            use_default=False,
+            use_formats=False,
+        )
+    except (fastjsonschema.JsonSchemaDefinitionException, RecursionError, ValueError) as exc:
+        log.warning("tool %r: schema not checked (%s)", tool.name, type(exc).__name__)
+        return None
+    return compiled
+
+
+def _json_schema(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _json_schema(v) for k, v in schema.items()}
+        kind = out.get("type")
+        if isinstance(kind, str) and kind in _OPENAPI_TYPES:
+            out["type"] = kind.lower()
+        return out
+    if isinstance(schema, list):
+        return [_json_schema(v) for v in schema]
+    return schema
+
+
+def check_tool_calls(turn: AssistantTurn, seq: MessageSequence, cache: SchemaCache) -> None:
+    """Raise ``UpstreamProtocolError`` (rule ``invalid_tool_call``) for the first bad call."""
+    for call in turn.tool_calls:
+        if call.tool_type == "function":
+            _check_function_call(call, seq, cache)
+
+
+def _check_function_call(call: ToolCallBlock, seq: MessageSequence, cache: SchemaCache) -> None:
+    try:
+        arguments = orjson.loads(call.arguments) if call.arguments.strip() else {}
+    except orjson.JSONDecodeError:
+        raise _invalid(call, "has arguments that are not JSON") from None
+    if not isinstance(arguments, dict):
+        raise _invalid(call, "has arguments that are not a JSON object")
+    tool = seq.tool(call.name)
+    if tool is None:
+        raise _invalid(call, "calls a tool the request did not declare")
+    validate = cache.validator(tool)
+    if validate is None:
+        return
+    try:
+        validate(arguments)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        raise _invalid(call, f"has arguments that break the tool's schema: {exc.message}") from None
+
+
+def _invalid(call: ToolCallBlock, problem: str) -> UpstreamProtocolError:
+    return UpstreamProtocolError(
+        f"turngate: the upstream's tool call '{call.call_id}' ({call.name}) {problem}",
+        rule=INVALID_TOOL_CALL,
+        status=502,
+    )

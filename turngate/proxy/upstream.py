@@ -1,0 +1,152 @@
+"""The one shared upstream ClientSession, header filtering, and the unchanged relay.
+
+Outbound: hop-by-hop headers and Host go, auth headers (Authorization, x-api-key,
+x-goog-api-key, anthropic-*, OpenAI-*) pass untouched, turngate's own ``Turngate-*``
+request headers stay here. Redirects are never followed (they could name another host).
+Inbound: hop-by-hop, length and encoding headers go (the body is re-framed, and aiohttp
+has already decompressed it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import payload, web
+from aiohttp.abc import AbstractStreamWriter
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from turngate.errors import TurngateError, UpstreamUnavailable
+from turngate.proxy.routes import RouteMatch
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Set by aiohttp for the bytes actually sent, or by the upstream's own choice.
+_REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "idempotency-key"}
+_RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding"}
+
+
+@dataclass(frozen=True)
+class UpstreamTimeouts:
+    connect: float = 10.0
+    # Between two reads of a response; a non-streaming LLM answer can take minutes.
+    read: float = 600.0
+
+
+def new_session(timeouts: UpstreamTimeouts) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(
+            total=None,
+            connect=timeouts.connect,
+            sock_connect=timeouts.connect,
+            sock_read=timeouts.read,
+        ),
+        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+        auto_decompress=True,
+        # Never take cookies from one caller's response into another caller's request.
+        cookie_jar=aiohttp.DummyCookieJar(),
+        # Proxies from the environment would see the credentials.
+        trust_env=False,
+    )
+
+
+def _connection_tokens(headers: CIMultiDictProxy[str]) -> set[str]:
+    return {t.strip().lower() for v in headers.getall("Connection", ()) for t in v.split(",")}
+
+
+def outbound_headers(headers: CIMultiDictProxy[str], *, keep_length: bool) -> CIMultiDict[str]:
+    named = _connection_tokens(headers)
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower in named or lower.startswith("turngate-"):
+            continue
+        if lower in _REQUEST_DROP and not (keep_length and lower == "content-length"):
+            continue
+        out.add(name, value)
+    return out
+
+
+def inbound_headers(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    named = _connection_tokens(headers)
+    return CIMultiDict(
+        (k, v)
+        for k, v in headers.items()
+        if k.lower() not in _RESPONSE_DROP and k.lower() not in named
+    )
+
+
+def unavailable(exc: BaseException) -> TurngateError:
+    """A transport failure as the error the client sees (no URL: it may carry ``?key=``)."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return UpstreamUnavailable(
+            "turngate: the upstream did not answer in time", rule="upstream_timeout", status=504
+        )
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return UpstreamUnavailable(
+            f"turngate: cannot connect to the upstream ({type(exc.os_error).__name__})"
+        )
+    return UpstreamUnavailable(f"turngate: the upstream connection failed ({type(exc).__name__})")
+
+
+class WatchedBody(payload.BytesPayload):
+    """Request bytes that call ``on_written`` once aiohttp has handed them all to the socket."""
+
+    def __init__(self, value: bytes, on_written: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(value, **kwargs)
+        self._on_written = on_written
+
+    async def write_with_length(
+        self, writer: AbstractStreamWriter, content_length: int | None
+    ) -> None:
+        await super().write_with_length(writer, content_length)
+        self._on_written()
+
+
+async def relay(
+    request: web.Request, route: RouteMatch, session: aiohttp.ClientSession
+) -> web.StreamResponse:
+    """An unparsed route: stream the request up and the response down, unchanged."""
+    headers = outbound_headers(request.headers, keep_length=True)
+    data = request.content if request.body_exists else None
+    async with session.request(
+        request.method,
+        route.upstream_url,
+        headers=headers,
+        data=data,
+        allow_redirects=False,
+    ) as upstream:
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        response.headers.extend(inbound_headers(upstream.headers))
+        await response.prepare(request)
+        try:
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+        except (TimeoutError, aiohttp.ClientError):
+            # Cut the client off instead of ending the body cleanly: a truncated body must
+            # not look complete.
+            abort(request)
+            return response
+        await response.write_eof()
+        return response
+
+
+def abort(request: web.Request) -> None:
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
