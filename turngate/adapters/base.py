@@ -63,6 +63,8 @@ def default_trust(role: Role) -> Trust:
 
 def remainder(native: Mapping[str, Any], modelled: frozenset[str]) -> dict[str, Any]:
     """The native object's fields that the graph does not model."""
+    if native.keys() <= modelled:
+        return {}
     return {k: v for k, v in native.items() if k not in modelled}
 
 

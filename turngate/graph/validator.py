@@ -398,43 +398,51 @@ class _Placement:
             )
 
 
-_FORGERY_LINE = re.compile(r"(?im)^[ \t>#*]*(assistant|system|developer|human|model)[ \t]*:")
-_FORGERY_USER_LINE = re.compile(r"(?im)^[ \t>#*]*user[ \t]*:")
-_TEMPLATE_MARKERS = (
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|start_header_id|>",
-    "<|end_header_id|>",
-    "<|eot_id|>",
-    "<|begin_of_text|>",
-    "<|endoftext|>",
-    "<|system|>",
-    "<|user|>",
-    "<|assistant|>",
-    "<|end|>",
-    "<|channel|>",
-    "<|message|>",
-    "<|start|>",
-    "[INST]",
-    "[/INST]",
-    "<<SYS>>",
-    "<start_of_turn>",
-    "<end_of_turn>",
+# A role name opening a line (after quoting/markdown noise), e.g. "assistant:" or "> Human:".
+_LINE_HEAD = re.compile(r"(?i)[ \t>#*]*(assistant|system|developer|human|model|user)[ \t]*:")
+_TEMPLATE_MARKERS = re.compile(
+    "|".join(
+        re.escape(marker)
+        for marker in (
+            "<|im_start|>",
+            "<|im_end|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|eot_id|>",
+            "<|begin_of_text|>",
+            "<|endoftext|>",
+            "<|system|>",
+            "<|user|>",
+            "<|assistant|>",
+            "<|end|>",
+            "<|channel|>",
+            "<|message|>",
+            "<|start|>",
+            "[INST]",
+            "[/INST]",
+            "<<SYS>>",
+            "<start_of_turn>",
+            "<end_of_turn>",
+        )
+    )
 )
 
 
 def forged_role_marker(text: str, *, from_tool: bool) -> str | None:
-    """The first role marker or chat-template token in ``text``, if any."""
-    match = _FORGERY_LINE.search(text)
-    if match:
-        return match.group(0).strip()
-    if from_tool:
-        match = _FORGERY_USER_LINE.search(text)
-        if match:
-            return match.group(0).strip()
-    for marker in _TEMPLATE_MARKERS:
-        if marker in text:
-            return marker
+    """The first role marker or chat-template token in ``text``, if any.
+
+    Cheap on ordinary prose: each line's head is matched only when the text has a colon,
+    and the template tokens only when it has a ``<`` or ``[``.
+    """
+    if ":" in text:
+        for line in text.splitlines():
+            match = _LINE_HEAD.match(line, 0, 48)
+            if match and (from_tool or match.group(1).lower() != "user"):
+                return match.group(0).strip()
+    if "<" in text or "[" in text:
+        found = _TEMPLATE_MARKERS.search(text)
+        if found:
+            return found.group(0)
     return None
 
 

@@ -98,9 +98,16 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
     shape, parts = _content_shape(content)
     if role == "tool":
         call_id = native.get("tool_call_id")
-        result_parts = tuple(
-            _parse_part(f"{prefix}.b0.c{j}", "tool", p, order) for j, p in enumerate(parts)
-        )
+        if shape == "string":
+            result_parts: tuple[AnyBlock, ...] = (
+                TextBlock(
+                    id=f"{prefix}.b0.c0", role="tool", order=order.next(), trust=trust, text=content
+                ),
+            )
+        else:
+            result_parts = tuple(
+                _parse_part(f"{prefix}.b0.c{j}", "tool", p, order) for j, p in enumerate(parts)
+            )
         blocks.append(
             ToolResultBlock(
                 id=f"{prefix}.b0",
@@ -111,9 +118,14 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
                 content=cast(tuple[ContentBlock, ...], result_parts),
             )
         )
+    elif shape == "string":
+        blocks.append(
+            TextBlock(id=f"{prefix}.b0", role=role, order=order.next(), trust=trust, text=content)
+        )
     else:
         for part in parts:
             blocks.append(_parse_part(f"{prefix}.b{len(blocks)}", role, part, order))
+    if role != "tool":
         calls = native.get("tool_calls")
         if isinstance(calls, list) and calls:
             for call in calls:
@@ -138,7 +150,7 @@ def _content_shape(content: Any) -> tuple[str, list[Any]]:
     if content is None:
         return "null", []
     if isinstance(content, str):
-        return "string", [{"type": "text", "text": content}]
+        return "string", []
     if isinstance(content, list):
         return "parts", content
     return "opaque", [{"type": f"content:{type(content).__name__}", "value": content}]
