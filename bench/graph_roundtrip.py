@@ -116,15 +116,16 @@ def main() -> None:
     base = best_of(baseline)
     ours = best_of(turngate)
     digested = best_of(turngate_with_digest)
+    spread = statistics.pstdev([best_of(baseline, 1) for _ in range(5)])
+    rows = [
+        ("orjson loads+dumps", base, ""),
+        ("parse+validate+render", ours, f"ratio {ours / base:4.2f}x (target <= 4x)"),
+        ("  ... + sequence digest", digested, f"ratio {digested / base:4.2f}x"),
+    ]
     print(f"request: {len(request['messages'])} messages, {len(raw) / 1000:.0f} KB")
-    print(f"orjson loads+dumps          {base * 1e6:8.0f} us")
-    print(
-        f"parse+validate+render       {ours * 1e6:8.0f} us   ratio {ours / base:4.2f}x (target <= 4x)"
-    )
-    print(f"  ... + sequence digest     {digested * 1e6:8.0f} us   ratio {digested / base:4.2f}x")
-    print(
-        f"spread (stdev of 5 baseline runs): {statistics.pstdev([best_of(baseline, 1) for _ in range(5)]) * 1e6:.0f} us"
-    )
+    for name, seconds, note in rows:
+        print(f"{name:<28}{seconds * 1e6:8.0f} us   {note}")
+    print(f"baseline spread (stdev of 5 single runs): {spread * 1e6:.0f} us")
 
 
 if __name__ == "__main__":
