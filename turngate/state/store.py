@@ -7,12 +7,20 @@ changes. ``claim`` is the compare-and-swap the whole dispatch path rests on: for
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
 from turngate.errors import StateConflict
-from turngate.state.machine import DispatchState, Transition
+from turngate.state.machine import IN_FLIGHT, DispatchState, Transition, advance
 from turngate.state.manifest import DispatchManifest
+
+# An attempt in one of these states blocks a new claim for its (conversation, revision,
+# cancel generation): bytes may be in flight, the outcome is not known, or the turn is
+# canonical. After FAILED or CANCELLED the next claim allocates the next attempt.
+BLOCKING: frozenset[DispatchState] = IN_FLIGHT | {DispatchState.UNKNOWN, DispatchState.COMMITTED}
+# The history detail of the LOSE that ``recover`` records.
+LOST_AT_START = "in flight when the previous turngate process stopped"
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,67 @@ class ClaimConflict(StateConflict):
     def __init__(self, message: str, existing: OperationRecord):
         super().__init__(message)
         self.existing = existing
+
+
+def claim_slot(manifest: DispatchManifest) -> tuple[str, int, int]:
+    """What ``claim`` is exclusive over: (conversation key, revision, cancel generation)."""
+    return (manifest.conversation_key, manifest.conversation_revision, manifest.cancel_generation)
+
+
+def claimed_record(draft: DispatchManifest, attempt: int, *, now: float) -> OperationRecord:
+    """The record a winning claim stores: the stamped manifest, PREPARED then DISPATCHING."""
+    state = advance(DispatchState.PREPARED, Transition.CLAIM)
+    return OperationRecord(
+        manifest=draft.with_attempt(attempt),
+        state=state,
+        history=(
+            StateChange(DispatchState.PREPARED, None, now),
+            StateChange(state, Transition.CLAIM, now),
+        ),
+    )
+
+
+def claim_conflict(draft: DispatchManifest, existing: OperationRecord) -> ClaimConflict:
+    if existing.operation_id == draft.operation_id:
+        return ClaimConflict(f"operation '{draft.operation_id}' already exists", existing)
+    key, revision, generation = claim_slot(draft)
+    return ClaimConflict(
+        f"conversation '{key}' revision {revision} (cancel generation {generation}) already "
+        f"has attempt {existing.manifest.attempt} in {existing.state} "
+        f"(operation '{existing.operation_id}')",
+        existing,
+    )
+
+
+def moved_record(
+    record: OperationRecord,
+    transition: Transition,
+    *,
+    now: float,
+    handle: str | None = None,
+    detail: str | None = None,
+) -> OperationRecord:
+    """``record`` after ``transition``, or IllegalTransition (or StateConflict on a handle)."""
+    state = advance(record.state, transition)
+    return dataclasses.replace(
+        record,
+        state=state,
+        handle=bound_handle(record, handle),
+        history=(*record.history, StateChange(state, transition, now, detail)),
+    )
+
+
+def bound_handle(record: OperationRecord, handle: str | None) -> str | None:
+    """A handle is bound once: the same one again is fine, a different one is a conflict."""
+    if handle is None or handle == record.handle:
+        return record.handle
+    if record.handle is not None:
+        raise StateConflict(
+            f"operation '{record.operation_id}' is bound to handle '{record.handle}', "
+            f"not '{handle}'",
+            rule="handle_conflict",
+        )
+    return handle
 
 
 class StateStore(Protocol):
