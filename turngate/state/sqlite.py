@@ -1,0 +1,420 @@
+"""The embedded state store: one SQLite file, shared safely by coroutines and by processes.
+
+Every call runs on one worker thread that owns the connection, so the event loop never
+waits on the disk and this process's writes are serialized. Every write is a
+``BEGIN IMMEDIATE`` transaction: it takes the file's write lock *before* reading, so the
+claim CAS also holds against other processes using the same file (they wait up to the
+busy timeout for the lock).
+
+Journal: WAL, so readers never block the writer and a killed process loses nothing it
+committed. ``synchronous=FULL``: every commit is fsynced before ``claim`` returns. With
+NORMAL a power cut (not a process crash) may undo the last commits, and an undone claim
+is an attempt whose bytes may have left while the file says it never existed: the next
+start would send the same attempt again instead of finding it UNKNOWN.
+
+Stored data carries a schema version (``PRAGMA user_version``), upgraded on open by the
+numbered ``MIGRATIONS`` chain, all steps in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Concatenate, Literal, ParamSpec, TypeVar
+
+import orjson
+
+from turngate.errors import StoreUnavailable
+from turngate.graph.codec import canonical_json
+from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
+from turngate.state.manifest import DispatchManifest
+from turngate.state.store import (
+    BLOCKING,
+    LOST_AT_START,
+    OperationRecord,
+    StateChange,
+    claim_conflict,
+    claim_slot,
+    claimed_record,
+    moved_record,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+ABANDONED_CLAIM = "claim abandoned: its caller was cancelled before anything was sent"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    purpose: str
+    statements: tuple[str, ...]
+
+
+# Frozen history: never edit a step once released, append the next one. State names are
+# literals here (not derived from BLOCKING) so that a file's schema depends only on its
+# version; a change to BLOCKING needs a new step that rebuilds the index.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "operations with their stamped manifest, the history of each, one live attempt per slot",
+        (
+            """CREATE TABLE operations (
+                operation_id TEXT PRIMARY KEY,
+                conversation_key TEXT NOT NULL,
+                conversation_revision INTEGER NOT NULL,
+                cancel_generation INTEGER NOT NULL,
+                attempt INTEGER NOT NULL,
+                state TEXT NOT NULL,
+                handle TEXT,
+                manifest TEXT NOT NULL,
+                UNIQUE (conversation_key, conversation_revision, cancel_generation, attempt)
+            )""",
+            # The claim CAS, enforced by the file itself as well as by the code.
+            """CREATE UNIQUE INDEX operations_one_live
+                ON operations (conversation_key, conversation_revision, cancel_generation)
+                WHERE state IN ('DISPATCHING', 'SENT', 'STREAMING', 'UNKNOWN', 'COMMITTED')""",
+            "CREATE INDEX operations_by_state ON operations (state)",
+            """CREATE TABLE history (
+                operation_id TEXT NOT NULL REFERENCES operations (operation_id),
+                seq INTEGER NOT NULL,
+                state TEXT NOT NULL,
+                transition TEXT,
+                at REAL NOT NULL,
+                detail TEXT,
+                PRIMARY KEY (operation_id, seq)
+            ) WITHOUT ROWID""",
+        ),
+    ),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+class SQLiteStore:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self._worker: ThreadPoolExecutor | None = None
+        # Created, used and closed on the worker thread only.
+        self._db: sqlite3.Connection | None = None
+
+    async def open(self) -> None:
+        if self._worker is not None:
+            return
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turngate-sqlite")
+        try:
+            await asyncio.wrap_future(worker.submit(self._connect))
+        except BaseException:
+            worker.shutdown(wait=False)
+            raise
+        self._worker = worker
+
+    async def close(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        # Jobs queued before this one (FIFO, one thread) still run on the open connection.
+        await asyncio.wrap_future(worker.submit(self._disconnect))
+        worker.shutdown(wait=False)
+
+    async def ping(self) -> bool:
+        try:
+            return await self._run(_can_write)
+        except StoreUnavailable:
+            return False
+
+    async def claim(self, draft: DispatchManifest, *, now: float) -> OperationRecord:
+        job = self._submit(_claim, draft, now)
+        try:
+            return await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            # A running job cannot be stopped and may still win. Its caller is gone, so
+            # no byte will ever be sent for it: fail it rather than block the slot.
+            job.add_done_callback(lambda done: self._fail_abandoned(done, now))
+            raise
+
+    async def transition(
+        self,
+        operation_id: str,
+        transition: Transition,
+        *,
+        now: float,
+        handle: str | None = None,
+        detail: str | None = None,
+    ) -> OperationRecord:
+        return await self._run(
+            _transition, operation_id, transition, now, handle=handle, detail=detail
+        )
+
+    async def get(self, operation_id: str) -> OperationRecord | None:
+        return await self._run(_get, operation_id)
+
+    async def recover(self, *, now: float) -> list[OperationRecord]:
+        return await self._run(_recover, now)
+
+    async def _run(
+        self,
+        call: Callable[Concatenate[sqlite3.Connection, P], R],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        return await asyncio.wrap_future(self._submit(call, *args, **kwargs))
+
+    def _submit(
+        self,
+        call: Callable[Concatenate[sqlite3.Connection, P], R],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Future[R]:
+        worker = self._worker
+        if worker is None:
+            raise StoreUnavailable(f"the state store {self.path} is not open")
+
+        def job() -> R:
+            return self._on_worker(call, *args, **kwargs)
+
+        return worker.submit(job)
+
+    def _on_worker(
+        self,
+        call: Callable[Concatenate[sqlite3.Connection, P], R],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        if self._db is None:
+            raise StoreUnavailable(f"the state store {self.path} is not open")
+        try:
+            return call(self._db, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"state file {self.path}: {exc}") from exc
+
+    def _fail_abandoned(self, claim_job: Future[OperationRecord], now: float) -> None:
+        if claim_job.cancelled() or claim_job.exception() is not None:
+            return
+        operation_id = claim_job.result().operation_id
+        try:
+            self._submit(_transition, operation_id, Transition.FAIL, now, detail=ABANDONED_CLAIM)
+        except (StoreUnavailable, RuntimeError):
+            return  # closed meanwhile: the next start's recover() makes it UNKNOWN
+
+    def _connect(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreUnavailable(f"cannot open the state file {self.path}: {exc}") from exc
+        try:
+            (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode != "wal":
+                raise StoreUnavailable(
+                    f"cannot open the state file {self.path}: its journal stays {mode!r}, "
+                    "WAL is required (is it on a network file system?)"
+                )
+            db.execute("PRAGMA synchronous = FULL")
+            db.execute("PRAGMA foreign_keys = ON")
+            migrate(db)
+        except sqlite3.Error as exc:
+            db.close()
+            raise StoreUnavailable(f"cannot open the state file {self.path}: {exc}") from exc
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+
+    def _disconnect(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+
+def migrate(db: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Bring the file to the latest schema version, in one transaction; returns it."""
+    latest = migrations[-1].version
+    if _schema_version(db, latest) == latest:
+        return latest  # the usual open: no need to wait for the write lock
+    with _transaction(db, "IMMEDIATE"):
+        # Read again under the lock: another process may have upgraded it meanwhile.
+        version = _schema_version(db, latest)
+        for migration in migrations[version:]:
+            for statement in migration.statements:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {int(migration.version)}")
+    return latest
+
+
+def _schema_version(db: sqlite3.Connection, latest: int) -> int:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version > latest:
+        raise StoreUnavailable(
+            f"the state file has schema version {version}, newer than this turngate's "
+            f"{latest}: upgrade turngate or use another file"
+        )
+    return int(version)
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection, mode: Literal["DEFERRED", "IMMEDIATE"]) -> Iterator[None]:
+    db.execute(f"BEGIN {mode}")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _can_write(db: sqlite3.Connection) -> bool:
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("ROLLBACK")
+    return True
+
+
+def _claim(db: sqlite3.Connection, draft: DispatchManifest, now: float) -> OperationRecord:
+    with _transaction(db, "IMMEDIATE"):
+        same_id = _load(db, draft.operation_id)
+        if same_id is not None:
+            raise claim_conflict(draft, same_id)
+        rows = db.execute(
+            "SELECT operation_id, state, attempt FROM operations WHERE conversation_key = ?"
+            " AND conversation_revision = ? AND cancel_generation = ? ORDER BY attempt",
+            claim_slot(draft),
+        ).fetchall()
+        for operation_id, state, _attempt in rows:
+            if _state(state) in BLOCKING:
+                raise claim_conflict(draft, _require(db, operation_id))
+        attempt = max((a for _, _, a in rows), default=0) + 1
+        claimed = claimed_record(draft, attempt, now=now)
+        _insert(db, claimed)
+    return claimed
+
+
+def _transition(
+    db: sqlite3.Connection,
+    operation_id: str,
+    transition: Transition,
+    now: float,
+    *,
+    handle: str | None = None,
+    detail: str | None = None,
+) -> OperationRecord:
+    with _transaction(db, "IMMEDIATE"):
+        record = _load(db, operation_id)
+        if record is None:
+            raise KeyError(operation_id)
+        moved = moved_record(record, transition, now=now, handle=handle, detail=detail)
+        _save_move(db, record, moved)
+    return moved
+
+
+def _get(db: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
+    with _transaction(db, "DEFERRED"):
+        return _load(db, operation_id)
+
+
+def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:
+    in_flight = sorted(IN_FLIGHT)
+    marks = ", ".join("?" * len(in_flight))
+    moved = []
+    with _transaction(db, "IMMEDIATE"):
+        rows = db.execute(
+            f"SELECT operation_id FROM operations WHERE state IN ({marks}) ORDER BY operation_id",
+            in_flight,
+        ).fetchall()
+        for (operation_id,) in rows:
+            record = _require(db, operation_id)
+            lost = moved_record(record, Transition.LOSE, now=now, detail=LOST_AT_START)
+            _save_move(db, record, lost)
+            moved.append(lost)
+    return moved
+
+
+def _insert(db: sqlite3.Connection, record: OperationRecord) -> None:
+    manifest = record.manifest
+    db.execute(
+        "INSERT INTO operations (operation_id, conversation_key, conversation_revision,"
+        " cancel_generation, attempt, state, handle, manifest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            *(manifest.operation_id, *claim_slot(manifest), manifest.attempt),
+            str(record.state),
+            record.handle,
+            canonical_json(manifest.to_json()).decode(),
+        ),
+    )
+    for seq, change in enumerate(record.history):
+        _insert_change(db, record.operation_id, seq, change)
+
+
+def _save_move(db: sqlite3.Connection, before: OperationRecord, after: OperationRecord) -> None:
+    updated = db.execute(
+        "UPDATE operations SET state = ?, handle = ? WHERE operation_id = ? AND state = ?",
+        (str(after.state), after.handle, after.operation_id, str(before.state)),
+    ).rowcount
+    # Cannot fail while this transaction holds the write lock; a guard, not a code path.
+    assert updated == 1, f"operation {after.operation_id} moved under the write lock"
+    _insert_change(db, after.operation_id, len(before.history), after.history[-1])
+
+
+def _insert_change(
+    db: sqlite3.Connection, operation_id: str, seq: int, change: StateChange
+) -> None:
+    db.execute(
+        "INSERT INTO history (operation_id, seq, state, transition, at, detail)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            operation_id,
+            seq,
+            str(change.state),
+            None if change.transition is None else str(change.transition),
+            change.at,
+            change.detail,
+        ),
+    )
+
+
+def _require(db: sqlite3.Connection, operation_id: str) -> OperationRecord:
+    record = _load(db, operation_id)
+    assert record is not None, f"operation {operation_id} vanished inside a transaction"
+    return record
+
+
+def _load(db: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
+    row = db.execute(
+        "SELECT state, handle, manifest FROM operations WHERE operation_id = ?",
+        (operation_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    state, handle, manifest = row
+    changes = db.execute(
+        "SELECT state, transition, at, detail FROM history WHERE operation_id = ? ORDER BY seq",
+        (operation_id,),
+    ).fetchall()
+    try:
+        return OperationRecord(
+            manifest=DispatchManifest.from_json(orjson.loads(manifest)),
+            state=_state(state),
+            history=tuple(
+                StateChange(_state(s), None if t is None else Transition(t), at, detail)
+                for s, t, at, detail in changes
+            ),
+            handle=handle,
+        )
+    except ValueError as exc:  # orjson, pydantic and enum errors are all ValueErrors
+        raise StoreUnavailable(
+            f"operation {operation_id} in the state file cannot be read: {exc}"
+        ) from exc
+
+
+def _state(name: str) -> DispatchState:
+    try:
+        return DispatchState(name)
+    except ValueError as exc:
+        raise StoreUnavailable(f"the state file holds an unknown state {name!r}") from exc
