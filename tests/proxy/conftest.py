@@ -48,7 +48,13 @@ def make_stack(aiohttp_server: Any) -> StackFactory:
 
             app.middlewares.append(record)
         server: TestServer = await aiohttp_server(app)
-        return Stack(f"http://127.0.0.1:{server.port}", upstream, app, bodies)
+        return Stack(
+            url=f"http://127.0.0.1:{server.port}",
+            upstream=upstream,
+            app=app,
+            upstream_host=f"127.0.0.1:{upstream_server.port}",
+            client_bodies=bodies,
+        )
 
     return make
 

@@ -7,9 +7,26 @@ from typing import Any
 import aiohttp
 import orjson
 
+from tests.proxy.fake_upstream import Reply
 from tests.proxy.stack import Stack
 
 JSON = {"Content-Type": "application/json"}
+
+# A minimal valid Chat completion, for tests about everything but the answer.
+CHAT_ANSWER = Reply.json(
+    {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "hello"},
+            }
+        ],
+    }
+)
 
 
 async def post(
@@ -19,9 +36,12 @@ async def post(
     headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     data = body if isinstance(body, bytes) else orjson.dumps(body)
+    all_headers = {**JSON, **(headers or {})}
     async with (
         aiohttp.ClientSession() as session,
-        session.post(stack.url + path, data=data, headers={**JSON, **(headers or {})}) as resp,
+        session.post(
+            stack.url + path, data=data, headers=all_headers, allow_redirects=False
+        ) as resp,
     ):
         return resp.status, dict(resp.headers), await resp.read()
 

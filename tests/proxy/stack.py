@@ -22,6 +22,7 @@ class Stack:
     url: str
     upstream: FakeUpstream
     app: web.Application
+    upstream_host: str
     # Request bodies exactly as the client sent them to turngate (when recording).
     client_bodies: list[bytes] = field(default_factory=list)
 

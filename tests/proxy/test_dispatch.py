@@ -82,7 +82,7 @@ async def test_every_invalid_sequence_is_refused_and_nothing_is_sent(
     assert headers["Turngate-Rejection"] == rule
     error = orjson.loads(body)["error"]
     assert error["code"] == rule
-    assert error["message"].startswith("turngate: ")
+    assert error["message"].startswith(f"turngate [{rule}]: ")
     assert "Turngate-Operation-Id" not in headers
     assert stack.upstream.received == []
 

@@ -79,7 +79,7 @@ def _not_json(raw: bytes, exc: orjson.JSONDecodeError) -> BadRequestBody:
         )
     if not raw.strip():
         return BadRequestBody("turngate: the request body is empty", rule="invalid_json")
-    if "recursion" in str(exc).lower():
+    if "depth limit" in str(exc) or "recursion" in str(exc).lower():
         return BadRequestBody(
             f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
             rule="json_too_deep",

@@ -102,7 +102,8 @@ async def prepare(
 def adapter_for(api: ApiName) -> Adapter:
     try:
         return get_adapter(api)
-    except ImportError:
+    except (ImportError, AttributeError):
+        # Not in this build, or a package still without its ADAPTER.
         raise AdapterMissing(f"turngate: the {api} adapter is not in this build") from None
 
 

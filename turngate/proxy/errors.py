@@ -2,8 +2,9 @@
 
 The route's adapter renders the envelope (``render_error``), so the official SDK raises
 its normal exception (openai.BadRequestError, anthropic.BadRequestError,
-google.genai.errors.ClientError…) with the rule code in the body. Each such response
-carries ``Turngate-Rejection: <rule>``. Should an adapter be missing from the build, a
+google.genai.errors.ClientError…). The message names the rule, since that is what the
+SDKs print: ``turngate [orphan_result]: tool result 'call_7' answers no tool call
+(messages[2])``. Each such response carries ``Turngate-Rejection: <rule>``. Should an adapter be missing from the build, a
 minimal envelope of the same provider shape stands in, so the SDK still raises.
 """
 
@@ -44,7 +45,7 @@ class AdapterMissing(TurngateError):
 def render(api: ApiName, error: TurngateError) -> ErrorResponse:
     try:
         adapter = get_adapter(api)
-    except ImportError:
+    except (ImportError, AttributeError):
         return _stand_in(api, error)
     return adapter.render_error(error)
 
@@ -64,6 +65,7 @@ def _stand_in(api: ApiName, error: TurngateError) -> ErrorResponse:
 def error_response(
     api: ApiName, error: TurngateError, headers: dict[str, str] | None = None
 ) -> web.Response:
+    name_the_rule(error)
     rendered = render(api, error)
     response = web.Response(
         status=rendered.status,
@@ -75,6 +77,17 @@ def error_response(
     if headers:
         response.headers.update(headers)
     return response
+
+
+def name_the_rule(error: TurngateError) -> None:
+    """Put the rule code in the message: SDKs show the message, not the envelope's code."""
+    if error.rule in error.message:
+        return
+    prefix = "turngate: "
+    if error.message.startswith(prefix):
+        error.message = f"turngate [{error.rule}]: {error.message.removeprefix(prefix)}"
+    else:
+        error.message = f"{error.message} [{error.rule}]"
 
 
 def plain_error(status: int, message: str, code: str) -> web.Response:

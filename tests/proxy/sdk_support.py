@@ -1,0 +1,49 @@
+"""What the SDK end-to-end tests share: adapter presence, SDK kwargs, sync-or-async calls."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from turngate.adapters import get_adapter
+
+MODES = ["sync", "async"]
+
+
+def adapter_ready(api: str) -> bool:
+    try:
+        get_adapter(api)
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
+def requires_adapter(api: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(not adapter_ready(api), reason=f"the {api} adapter has not landed")
+
+
+def sdk_kwargs(method: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as keyword arguments of an SDK method; fields it does not name go in extra_body."""
+    known = inspect.signature(method).parameters
+    kwargs = {k: v for k, v in body.items() if k in known}
+    extra = {k: v for k, v in body.items() if k not in known}
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+async def call(mode: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a sync SDK method in a thread (the proxy shares this loop), or await an async one."""
+    if mode == "sync":
+        return await asyncio.to_thread(method, *args, **kwargs)
+    return await method(*args, **kwargs)
+
+
+async def consume(mode: str, stream: Any) -> list[Any]:
+    if mode == "sync":
+        return await asyncio.to_thread(list, stream)
+    return [item async for item in stream]

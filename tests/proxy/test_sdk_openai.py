@@ -1,0 +1,190 @@
+"""The official openai SDK (Chat and Responses, sync and async) after a base-URL swap."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import orjson
+import pytest
+
+from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, load_json
+from tests.graph.test_validator_table import TABLE
+from tests.proxy.conftest import StackFactory
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.sdk_support import MODES, call, consume, requires_adapter, sdk_kwargs
+from tests.proxy.stack import OPENAI_KEY, Stack
+
+pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
+
+CHAT_CONVERSATIONS = [
+    "openai-chat/pai-nonstream-after-2-tool-results.json",
+    "openai-chat/pai-multi-agent-history.json",
+    "openai-chat/pai-after-parallel-tool-results.sse",
+    "openai-chat/pai-long-tool-args.sse",
+]
+RESPONSES_CONVERSATIONS = [
+    "openai-responses/pai-nonstream-after-function-output.json",
+    "openai-responses/pai-function-call-turn2.sse",
+    "openai-responses/pai-phase-commentary-turn2.sse",
+]
+
+
+@pytest.fixture(params=MODES)
+async def client(request: pytest.FixtureRequest, make_stack: StackFactory) -> AsyncIterator[Any]:
+    stack = await make_stack(record_bodies=True)
+    base = stack.base("/openai/v1")
+    if request.param == "sync":
+        sync = openai.OpenAI(api_key=OPENAI_KEY, base_url=base, max_retries=0)
+        sync.stack = stack  # type: ignore[attr-defined]
+        sync.mode = "sync"  # type: ignore[attr-defined]
+        yield sync
+        sync.close()
+    else:
+        async_client = openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=base, max_retries=0)
+        async_client.stack = stack  # type: ignore[attr-defined]
+        async_client.mode = "async"  # type: ignore[attr-defined]
+        yield async_client
+        await async_client.close()
+
+
+def request_of(answer: str) -> dict[str, Any]:
+    stem = answer.rsplit(".", 1)[0]
+    body = load_json(FIXTURES_DIR / f"{stem}.request.json")
+    assert isinstance(body, dict)
+    return body
+
+
+def assert_sent_as_received(stack: Stack, expected: dict[str, Any]) -> None:
+    (received,) = stack.upstream.received
+    (client_body,) = stack.client_bodies
+    # turngate sends the client's own bytes; the SDK sent the conversation it was given.
+    assert received.body == client_body
+    assert received.json() == orjson.loads(client_body)
+    sent = received.json()
+    sent.pop("stream", None)
+    expected = dict(expected)
+    expected.pop("stream", None)
+    assert sent == expected
+
+
+@pytest.mark.parametrize("answer", CHAT_CONVERSATIONS)
+async def test_chat_tool_conversations_pass_through(client: Any, answer: str):
+    stack: Stack = client.stack
+    stack.upstream.reply(Reply.fixture(answer))
+    body = request_of(answer)
+    body["stream"] = answer.endswith(".sse")
+    create = client.chat.completions.create
+    result = await call(client.mode, create, **sdk_kwargs(create, body))
+    if body["stream"]:
+        chunks = await consume(client.mode, result)
+        events = (FIXTURES_DIR / answer).read_bytes().count(b"data: {")
+        assert len(chunks) == events
+    else:
+        assert result.id == load_json(FIXTURES_DIR / answer)["id"]  # type: ignore[index]
+    assert_sent_as_received(stack, body)
+    COUNTS["SDK conversations through turngate (openai chat)"] += 1
+
+
+@pytest.mark.parametrize(
+    ("request_body", "rule"),
+    [pytest.param(b, r, id=name) for name, b, _s, r in TABLE],
+)
+async def test_chat_invalid_sequences_raise_bad_request_and_send_nothing(
+    client: Any, request_body: dict[str, Any], rule: str
+):
+    create = client.chat.completions.create
+    with pytest.raises(openai.BadRequestError) as raised:
+        await call(client.mode, create, **sdk_kwargs(create, request_body))
+    assert raised.value.status_code == 400
+    assert raised.value.code == rule
+    assert rule in str(raised.value)
+    assert raised.value.response.headers["Turngate-Rejection"] == rule
+    assert client.stack.upstream.received == []
+    COUNTS["SDK refusals with zero upstream sends (openai chat)"] += 1
+
+
+@requires_adapter("openai_responses")
+@pytest.mark.parametrize("answer", RESPONSES_CONVERSATIONS)
+async def test_responses_tool_conversations_pass_through(client: Any, answer: str):
+    stack: Stack = client.stack
+    stack.upstream.reply(Reply.fixture(answer))
+    body = request_of(answer)
+    body["stream"] = answer.endswith(".sse")
+    create = client.responses.create
+    result = await call(client.mode, create, **sdk_kwargs(create, body))
+    if body["stream"]:
+        events = await consume(client.mode, result)
+        assert events[-1].type == "response.completed"
+    else:
+        assert result.id == load_json(FIXTURES_DIR / answer)["id"]  # type: ignore[index]
+    assert_sent_as_received(stack, body)
+    COUNTS["SDK conversations through turngate (openai responses)"] += 1
+
+
+def _call(call_id: str, arguments: str = '{"city":"Paris"}') -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "call_id": call_id,
+        "name": "get_weather",
+        "arguments": arguments,
+    }
+
+
+def _output(call_id: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": "sunny"}
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+RESPONSES_TABLE = [
+    ("orphaned output", [_user("hi"), _output("call_7")], "orphan_result"),
+    (
+        "two outputs for one call",
+        [_user("hi"), _call("call_1"), _output("call_1"), _output("call_1")],
+        "duplicate_result",
+    ),
+    ("a call with no output yet", [_user("hi"), _call("call_1")], "missing_result"),
+    (
+        "duplicate call ids in one turn",
+        [_user("hi"), _call("call_1"), _call("call_1"), _output("call_1")],
+        "duplicate_call_id",
+    ),
+    (
+        "an output before its call",
+        [_user("hi"), _output("call_1"), _call("call_1")],
+        "orphan_result",
+    ),
+    (
+        "truncated arguments",
+        [_user("hi"), _call("call_1", '{"city": "Par'), _output("call_1")],
+        "incomplete_arguments",
+    ),
+    ("an unknown item type", [_user("hi"), {"type": "hologram", "data": {}}], "unknown_kind"),
+]
+
+
+@requires_adapter("openai_responses")
+@pytest.mark.parametrize(
+    ("items", "rule"), [pytest.param(i, r, id=name) for name, i, r in RESPONSES_TABLE]
+)
+async def test_responses_invalid_sequences_raise_bad_request_and_send_nothing(
+    client: Any, items: list[dict[str, Any]], rule: str
+):
+    tools = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ]
+    with pytest.raises(openai.BadRequestError) as raised:
+        await call(client.mode, client.responses.create, model="gpt-4o", input=items, tools=tools)
+    assert raised.value.status_code == 400
+    assert raised.value.code == rule
+    assert rule in str(raised.value)
+    assert client.stack.upstream.received == []
+    COUNTS["SDK refusals with zero upstream sends (openai responses)"] += 1
