@@ -4,8 +4,9 @@ The route's adapter renders the envelope (``render_error``), so the official SDK
 its normal exception (openai.BadRequestError, anthropic.BadRequestError,
 google.genai.errors.ClientError…). The message names the rule, since that is what the
 SDKs print: ``turngate [orphan_result]: tool result 'call_7' answers no tool call
-(messages[2])``. Each such response carries ``Turngate-Rejection: <rule>``. Should an adapter be missing from the build, a
-minimal envelope of the same provider shape stands in, so the SDK still raises.
+(messages[2])``. Each such response carries ``Turngate-Rejection: <rule>``. Should an
+adapter be missing from the build, a minimal envelope of the same provider shape stands
+in, so the SDK still raises.
 """
 
 from __future__ import annotations
