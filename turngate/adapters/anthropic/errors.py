@@ -1,0 +1,55 @@
+"""Anthropic's error envelope: ``{"type": "error", "error": {type, message}, "request_id"}``.
+
+The error ``type`` follows the status as the API's errors page lists it (400
+``invalid_request_error``, 409 ``conflict_error``, 413 ``request_too_large``, 529
+``overloaded_error``…). The rule code goes where the envelope has room for a code:
+``error.details.error_code`` (read by SDK 2.x into ``APIStatusError.error_code``), the end
+of the message, and the ``Turngate-Rejection`` header.
+"""
+
+from __future__ import annotations
+
+from turngate.adapters.base import ErrorResponse
+from turngate.errors import TurngateError
+
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def error_type(status: int) -> str:
+    """The error type for ``status``; other 4xx are ``invalid_request_error`` as the API does."""
+    known = ERROR_TYPES.get(status)
+    if known is not None:
+        return known
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def render_anthropic_error(error: TurngateError) -> ErrorResponse:
+    message = error.message
+    if error.rule not in message:
+        message = f"{message} [rule: {error.rule}]"
+    body = {
+        "type": "error",
+        "error": {
+            "type": error_type(error.status),
+            "message": message,
+            "details": {"error_code": error.rule},
+        },
+        "request_id": None,
+    }
+    headers = {"Turngate-Rejection": error.rule}
+    if 400 <= error.status < 500 and error.status not in (408, 429):
+        # The SDK retries 409 by default; a refused sequence would only be refused again.
+        headers["x-should-retry"] = "false"
+    return ErrorResponse(status=error.status, body=body, headers=headers)

@@ -1,0 +1,283 @@
+"""Anthropic Messages sequence rules (provider-rules.md §3.2).
+
+The generic validator already places client tool results (``next_turn_leading``: every
+result of an assistant turn in the next user turn, before any other block, runs of one role
+merged as the API merges them). These rules add what only Anthropic enforces:
+
+    anthropic_first_message_user   ``messages`` starts with a user message (system ones aside)
+    anthropic_empty_content        no empty message but a final assistant one; no empty text block
+    anthropic_server_tool_result   a ``*_tool_result`` follows its ``server_tool_use`` in the same
+                                   assistant turn and a server tool is never answered by tool_result
+    anthropic_server_tool_id       (code ``invalid_call_id``) server tool ids match ``srvtoolu_…``
+    anthropic_thinking_first       thinking enabled: an open tool loop's assistant turn starts with
+                                   thinking or redacted_thinking
+    anthropic_thinking_signature   thinking on: a thinking block before a tool_use has a signature
+
+A "tool loop" is what Anthropic calls one assistant turn: the assistant messages after the
+last user message that carries no tool_result, with the result messages between them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from turngate.graph.model import (
+    AnyBlock,
+    Message,
+    MessageSequence,
+    ReasoningBlock,
+    ServerToolBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from turngate.graph.rules import rule
+from turngate.graph.validator import INVALID_CALL_ID, Violation, violation
+
+FIRST_MESSAGE_USER = "anthropic_first_message_user"
+EMPTY_CONTENT = "anthropic_empty_content"
+SERVER_TOOL_RESULT = "anthropic_server_tool_result"
+SERVER_TOOL_ID = "anthropic_server_tool_id"
+THINKING_FIRST = "anthropic_thinking_first"
+THINKING_SIGNATURE = "anthropic_thinking_signature"
+
+SERVER_TOOL_ID_PATTERN = re.compile(r"srvtoolu_[a-zA-Z0-9_]+")
+_INSTRUCTIONS = ("system", "developer")
+
+
+def _conversation(seq: MessageSequence) -> list[Message]:
+    return [m for m in seq.messages if m.role not in _INSTRUCTIONS]
+
+
+def _entries(seq: MessageSequence) -> list[list[Message]]:
+    """Messages grouped by the list entry they came from (a ``mid_conv_system`` block splits
+    one entry into several graph messages with the same index)."""
+    groups: list[list[Message]] = []
+    for message in seq.messages:
+        if message.origin == "system":
+            continue
+        last = groups[-1][0] if groups else None
+        if last is not None and (last.origin, last.index) == (message.origin, message.index):
+            groups[-1].append(message)
+        else:
+            groups.append([message])
+    return groups
+
+
+@rule(FIRST_MESSAGE_USER)
+def first_message_user(seq: MessageSequence) -> list[Violation]:
+    conversation = _conversation(seq)
+    if not conversation:
+        return [violation(FIRST_MESSAGE_USER, "the request has no user message", None)]
+    first = conversation[0]
+    if first.role == "user":
+        return []
+    return [
+        violation(
+            FIRST_MESSAGE_USER,
+            f"the first message has role '{first.role}'; Anthropic requires the first "
+            "message to be a user message",
+            first,
+            first.blocks[0] if first.blocks else None,
+        )
+    ]
+
+
+@rule(EMPTY_CONTENT)
+def empty_content(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    entries = _entries(seq)
+    for position, entry in enumerate(entries):
+        host = entry[0]
+        blocks = [b for m in entry for b in m.blocks]
+        final_assistant = position == len(entries) - 1 and host.role == "assistant"
+        string_empty = (
+            host.shape == "string"
+            and len(host.blocks) == 1
+            and isinstance(host.blocks[0], TextBlock)
+            and host.blocks[0].text == ""
+        )
+        if (not blocks or string_empty) and not final_assistant:
+            out.append(
+                violation(
+                    EMPTY_CONTENT,
+                    f"{host.role} message has empty content; every message but a final "
+                    "assistant one must have non-empty content",
+                    host,
+                )
+            )
+        for message in entry:
+            if message.shape == "string":
+                continue
+            for block in message.blocks:
+                for empty in _empty_texts(block):
+                    out.append(
+                        violation(
+                            EMPTY_CONTENT,
+                            f"text block '{empty.id}' is empty; text content blocks must be "
+                            "non-empty",
+                            message,
+                            empty,
+                            call_id=getattr(block, "call_id", None),
+                        )
+                    )
+    return out
+
+
+def _empty_texts(block: AnyBlock) -> Iterator[TextBlock]:
+    if isinstance(block, TextBlock) and block.text == "":
+        yield block
+    elif isinstance(block, ToolResultBlock) and block.attrs.get("$content") != "string":
+        for part in block.content:
+            if isinstance(part, TextBlock) and part.text == "":
+                yield part
+
+
+@rule(SERVER_TOOL_RESULT)
+def server_tool_results(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    server_calls = {
+        b.call_id
+        for _m, b in seq.blocks()
+        if isinstance(b, ServerToolBlock) and b.phase == "call" and b.call_id
+    }
+    loop_calls: set[str] = set()
+    for message in _conversation(seq):
+        if message.role == "user" and not any(
+            isinstance(b, ToolResultBlock) for b in message.blocks
+        ):
+            loop_calls = set()
+        for block in message.blocks:
+            if isinstance(block, ServerToolBlock) and block.call_id:
+                if block.phase == "call":
+                    loop_calls.add(block.call_id)
+                elif message.role != "assistant":
+                    out.append(
+                        violation(
+                            SERVER_TOOL_RESULT,
+                            f"server tool result {block.name} '{block.call_id}' sits in a "
+                            f"{message.role} message; it belongs to the assistant turn that "
+                            "made the call",
+                            message,
+                            block,
+                        )
+                    )
+                elif block.call_id not in loop_calls:
+                    out.append(
+                        violation(
+                            SERVER_TOOL_RESULT,
+                            f"server tool result {block.name} '{block.call_id}' has no "
+                            "server_tool_use before it in the same assistant turn",
+                            message,
+                            block,
+                        )
+                    )
+            elif isinstance(block, ToolResultBlock) and block.call_id in server_calls:
+                out.append(
+                    violation(
+                        SERVER_TOOL_RESULT,
+                        f"tool_result '{block.call_id}' answers a server tool call; the "
+                        "provider runs server tools and returns their results itself",
+                        message,
+                        block,
+                    )
+                )
+    return out
+
+
+@rule(SERVER_TOOL_ID)
+def server_tool_ids(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    for message, block in seq.blocks():
+        if (
+            isinstance(block, ServerToolBlock)
+            and block.phase == "call"
+            and block.call_id is not None
+            and "$type" not in block.attrs  # mcp_tool_use ids are not srvtoolu_
+            and not SERVER_TOOL_ID_PATTERN.fullmatch(block.call_id)
+        ):
+            out.append(
+                violation(
+                    INVALID_CALL_ID,
+                    f"server tool id '{block.call_id}' does not match "
+                    f"^{SERVER_TOOL_ID_PATTERN.pattern}$",
+                    message,
+                    block,
+                )
+            )
+    return out
+
+
+def _thinking_type(seq: MessageSequence) -> str | None:
+    config = seq.envelope.get("thinking") if seq.api == "anthropic" else None
+    kind = config.get("type") if isinstance(config, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+@rule(THINKING_FIRST)
+def thinking_first(seq: MessageSequence) -> list[Violation]:
+    """With ``thinking: enabled`` the API refuses an open tool loop whose assistant turn does
+    not start with thinking ("a final assistant message must start with a thinking block").
+    Adaptive thinking may skip thinking, so it is not checked."""
+    if _thinking_type(seq) != "enabled":
+        return []
+    conversation = [m for m in _conversation(seq) if m.role in ("user", "assistant")]
+    start = 0
+    for position, message in enumerate(conversation):
+        if message.role == "user" and not any(
+            isinstance(b, ToolResultBlock) for b in message.blocks
+        ):
+            start = position + 1
+    loop = conversation[start:]
+    if not loop or loop[-1].role != "user":
+        return []
+    if not any(isinstance(b, ToolCallBlock) for m in loop for b in m.blocks):
+        return []
+    opening: list[Message] = []
+    for message in loop:
+        if message.role != "assistant":
+            break
+        opening.append(message)
+    first = next(((m, b) for m in opening for b in m.blocks), None)
+    if first is not None and isinstance(first[1], ReasoningBlock):
+        return []
+    message, block = first if first is not None else (loop[0], None)
+    found = block.kind if block is not None else "nothing"
+    return [
+        violation(
+            THINKING_FIRST,
+            "thinking is enabled and the tool loop is still open, so its assistant turn must "
+            f"start with a thinking or redacted_thinking block (found {found})",
+            message,
+            block,
+        )
+    ]
+
+
+@rule(THINKING_SIGNATURE)
+def thinking_signature(seq: MessageSequence) -> list[Violation]:
+    if _thinking_type(seq) not in ("enabled", "adaptive"):
+        return []
+    out: list[Violation] = []
+    for message in seq.messages:
+        if message.role != "assistant":
+            continue
+        for position, block in enumerate(message.blocks):
+            if not isinstance(block, ReasoningBlock) or block.redacted or block.signature:
+                continue
+            call = next(
+                (b for b in message.blocks[position + 1 :] if isinstance(b, ToolCallBlock)), None
+            )
+            if call is not None:
+                out.append(
+                    violation(
+                        THINKING_SIGNATURE,
+                        f"thinking block '{block.id}' precedes tool call '{call.call_id}' but "
+                        "has no signature; it must be sent back exactly as received",
+                        message,
+                        block,
+                        call_id=call.call_id,
+                    )
+                )
+    return out
