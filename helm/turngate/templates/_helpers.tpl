@@ -30,6 +30,8 @@ chart's values) and Release:
 - name: turngate
   image: {{ include "turngate.image" . | quote }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
+  # On a crash the pod status shows the last log lines.
+  terminationMessagePolicy: FallbackToLogsOnError
   {{- if .Values.nativeSidecar }}
   restartPolicy: Always
   {{- end }}
