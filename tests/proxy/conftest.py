@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from aiohttp.test_utils import TestServer
 from tests.proxy.fake_upstream import FakeUpstream
 from tests.proxy.stack import Stack
 from turngate.proxy.app import create_app
+from turngate.proxy.logs import AccessLogger, access_log
 from turngate.proxy.upstream import UpstreamTimeouts
 from turngate.settings import Settings
 
@@ -20,7 +22,7 @@ StackFactory = Callable[..., Awaitable[Stack]]
 
 
 @pytest.fixture
-def make_stack(aiohttp_server: Any) -> StackFactory:
+def make_stack(aiohttp_server: Any, tmp_path: Path) -> StackFactory:
     async def make(
         *, record_bodies: bool = False, timeouts: UpstreamTimeouts | None = None, **settings: Any
     ) -> Stack:
@@ -47,7 +49,10 @@ def make_stack(aiohttp_server: Any) -> StackFactory:
                 return response
 
             app.middlewares.append(record)
-        server: TestServer = await aiohttp_server(app)
+        # The production access logger, so tests see what an operator's log would hold.
+        server: TestServer = await aiohttp_server(
+            app, access_log_class=AccessLogger, access_log=access_log
+        )
         return Stack(
             url=f"http://127.0.0.1:{server.port}",
             upstream=upstream,
@@ -59,6 +64,9 @@ def make_stack(aiohttp_server: Any) -> StackFactory:
     return make
 
 
-@pytest.fixture
-async def stack(make_stack: StackFactory) -> Stack:
+@pytest.fixture(params=["memory", "sqlite"])
+async def stack(request: pytest.FixtureRequest, make_stack: StackFactory, tmp_path: Path) -> Stack:
+    """The default stack, once on each embedded store."""
+    if request.param == "sqlite":
+        return await make_stack(state=f"sqlite://{tmp_path / 'state.db'}")
     return await make_stack()

@@ -206,8 +206,9 @@ class Attempt:
             # Never end a broken stream cleanly: the client's SDK must see it break.
             abort(self.request)
             return response
-        await response.write_eof()
+        # Recorded before the client sees the end, so the end always means committed.
         await self.move(Transition.COMMIT)
+        await response.write_eof()
         return response
 
     # -- helpers -------------------------------------------------------------------------

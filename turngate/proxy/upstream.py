@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 from aiohttp import payload, web
@@ -104,17 +103,35 @@ def unavailable(exc: BaseException) -> TurngateError:
     return UpstreamUnavailable(f"turngate: the upstream connection failed ({type(exc).__name__})")
 
 
-class WatchedBody(payload.BytesPayload):
-    """Request bytes that call ``on_written`` once aiohttp has handed them all to the socket."""
+class WatchedBody(payload.Payload):
+    """Request bytes that call ``on_written`` once aiohttp has handed them all to the socket.
 
-    def __init__(self, value: bytes, on_written: Callable[[], None], **kwargs: Any) -> None:
-        super().__init__(value, **kwargs)
+    A ``Payload`` of its own rather than a ``BytesPayload``: the latter warns on every body
+    over 1 MiB, and large chat bodies are normal here.
+    """
+
+    _value: bytes
+    _autoclose = True
+
+    def __init__(self, value: bytes, on_written: Callable[[], None], *, content_type: str) -> None:
+        super().__init__(value, content_type=content_type)
+        self._size = len(value)
         self._on_written = on_written
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return self._value.decode(encoding, errors)
+
+    async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return self._value
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        await self.write_with_length(writer, None)
 
     async def write_with_length(
         self, writer: AbstractStreamWriter, content_length: int | None
     ) -> None:
-        await super().write_with_length(writer, content_length)
+        value = self._value if content_length is None else self._value[:content_length]
+        await writer.write(value)
         self._on_written()
 
 
