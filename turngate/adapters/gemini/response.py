@@ -1,0 +1,72 @@
+"""Gemini generateContent response bodies -> AssistantTurn.
+
+The turn is ``candidates[0].content``; ``responseId`` is the handle and ``modelVersion``
+the model. A prompt blocked before generation has no candidates: its stop reason is
+``promptFeedback.blockReason``. Output tokens count the thinking tokens too (Gemini's
+``totalTokenCount`` is prompt + candidates + thoughts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from turngate.adapters.gemini.parts import OrderCounter, Spelling
+from turngate.adapters.gemini.request import parse_content, render_content
+from turngate.errors import UpstreamProtocolError
+from turngate.graph.model import Message
+from turngate.graph.turn import AssistantTurn, Usage
+
+
+def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
+    spelling = Spelling()
+    candidates = body.get(spelling.read(body, "candidates") or "")
+    feedback = body.get(spelling.read(body, "promptFeedback") or "")
+    handle = body.get(spelling.read(body, "responseId") or "")
+    model = body.get(spelling.read(body, "modelVersion") or "")
+    usage = body.get(spelling.read(body, "usageMetadata") or "")
+    if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict):
+        candidate = candidates[0]
+        content = candidate.get("content", {"role": "model", "parts": []})
+        if not isinstance(content, dict):
+            raise UpstreamProtocolError("gemini candidate content is not an object")
+        message = parse_content(0, {"role": "model", **content}, OrderCounter())
+        if message.role != "assistant":
+            raise UpstreamProtocolError(f"gemini candidate content has role {content['role']!r}")
+        blocks = message.blocks
+        reason = candidate.get(spelling.read(candidate, "finishReason") or "")
+    elif isinstance(feedback, dict):
+        blocks = ()
+        reason = feedback.get(spelling.read(feedback, "blockReason") or "")
+    else:
+        raise UpstreamProtocolError("gemini response has neither candidates nor promptFeedback")
+    return AssistantTurn(
+        handle=handle if isinstance(handle, str) else None,
+        model=model if isinstance(model, str) else None,
+        blocks=blocks,
+        stop_reason=reason if isinstance(reason, str) else None,
+        usage=_usage(usage) if isinstance(usage, dict) else None,
+    )
+
+
+def _usage(usage: Mapping[str, Any]) -> Usage:
+    def number(camel: str) -> int | None:
+        value = usage.get(Spelling().read(usage, camel) or "")
+        return value if isinstance(value, int) else None
+
+    candidates, thoughts = number("candidatesTokenCount"), number("thoughtsTokenCount")
+    output = (
+        None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
+    )
+    return Usage(
+        input_tokens=number("promptTokenCount"),
+        output_tokens=output,
+        total_tokens=number("totalTokenCount"),
+    )
+
+
+def history_content(message: Message) -> dict[str, Any]:
+    """The model content a client sends back in its next request for this turn."""
+    rendered = render_content(message)
+    assert isinstance(rendered, dict)
+    return rendered

@@ -1,0 +1,122 @@
+"""Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2).
+
+Each mirrors a 400 INVALID_ARGUMENT that Gemini returns, quoted in the message so a user
+who has met the provider's text recognises it. Only conversation entries count as turns
+(``systemInstruction`` is not one); a function-call turn is a model content with
+``functionCall`` parts, a function-response turn a user content with ``functionResponse``
+parts.
+"""
+
+from __future__ import annotations
+
+from turngate.graph.model import Message, MessageSequence, ToolCallBlock, ToolResultBlock
+from turngate.graph.rules import rule
+from turngate.graph.validator import Violation, violation
+
+_CALL_TURN_TEXT = (
+    "Please ensure that function call turn comes immediately after a user turn or after a "
+    "function response turn."
+)
+_RESPONSE_TURN_TEXT = (
+    "Please ensure that function response turn comes immediately after a function call turn."
+)
+_COUNT_TEXT = (
+    "Please ensure that the number of function response parts is equal to the number of "
+    "function call parts of the function call turn."
+)
+
+
+def _contents(seq: MessageSequence) -> list[Message]:
+    return [m for m in seq.messages if m.role not in ("system", "developer")]
+
+
+def _calls(message: Message) -> list[ToolCallBlock]:
+    if message.role != "assistant":
+        return []
+    return [b for b in message.blocks if isinstance(b, ToolCallBlock)]
+
+
+def _responses(message: Message) -> list[ToolResultBlock]:
+    if message.role == "assistant":
+        return []
+    return [b for b in message.blocks if isinstance(b, ToolResultBlock)]
+
+
+@rule("gemini_call_turn_position")
+def call_turn_position(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    contents = _contents(seq)
+    for position, message in enumerate(contents):
+        calls = _calls(message)
+        if not calls:
+            continue
+        previous = contents[position - 1] if position > 0 else None
+        if previous is not None and previous.role in ("user", "tool"):
+            continue
+        after = (
+            "the start of contents" if previous is None else f"a model turn ({previous.location})"
+        )
+        out.append(
+            violation(
+                "gemini_call_turn_position",
+                f"function call turn with '{calls[0].call_id}' ({calls[0].name}) comes right "
+                f'after {after}; Gemini: "{_CALL_TURN_TEXT}"',
+                message,
+                calls[0],
+            )
+        )
+    return out
+
+
+@rule("gemini_response_turn_position")
+def response_turn_position(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    contents = _contents(seq)
+    for position, message in enumerate(contents):
+        responses = _responses(message)
+        if not responses:
+            continue
+        previous = contents[position - 1] if position > 0 else None
+        if previous is not None and _calls(previous):
+            continue
+        out.append(
+            violation(
+                "gemini_response_turn_position",
+                f"function response '{responses[0].call_id}' sits in a turn that does not "
+                f'come right after a function call turn; Gemini: "{_RESPONSE_TURN_TEXT}"',
+                message,
+                responses[0],
+            )
+        )
+    return out
+
+
+@rule("gemini_response_count")
+def response_count(seq: MessageSequence) -> list[Violation]:
+    """The content after a function-call turn answers every call part, no more, no fewer."""
+    out: list[Violation] = []
+    contents = _contents(seq)
+    for position, message in enumerate(contents[:-1]):
+        calls = _calls(message)
+        if not calls:
+            continue
+        following = contents[position + 1]
+        responses = _responses(following)
+        if len(responses) == len(calls):
+            continue
+        answered = {r.call_id for r in responses}
+        unanswered = [c for c in calls if c.call_id not in answered]
+        called = {c.call_id for c in calls}
+        extra = [r for r in responses if r.call_id not in called]
+        block = unanswered[0] if unanswered else (extra or responses)[-1]
+        out.append(
+            violation(
+                "gemini_response_count",
+                f"{following.location} has {len(responses)} function response part(s) for the "
+                f"{len(calls)} function call part(s) of {message.location} (first at issue: "
+                f"'{block.call_id}'); Gemini: \"{_COUNT_TEXT}\"",
+                following,
+                block,
+            )
+        )
+    return out
