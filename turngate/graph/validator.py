@@ -446,6 +446,21 @@ def forged_role_marker(text: str, *, from_tool: bool) -> str | None:
     return None
 
 
+def _string_leaves(value: object) -> list[str]:
+    """Every string in a structured result (Gemini's ``response`` is an object), in order."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return out
+
+
 def _forgery(message: Message, block: AnyBlock) -> list[Violation]:
     if block.trust != "untrusted":
         return []
@@ -454,8 +469,7 @@ def _forgery(message: Message, block: AnyBlock) -> list[Violation]:
         texts.append(block.text)
     elif isinstance(block, ToolResultBlock):
         texts.extend(p.text for p in block.content if isinstance(p, TextBlock | SnippetBlock))
-        if isinstance(block.value, str):
-            texts.append(block.value)
+        texts.extend(_string_leaves(block.value))
     for text in texts:
         marker = forged_role_marker(text, from_tool=block.role == "tool")
         if marker:
