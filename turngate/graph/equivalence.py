@@ -62,5 +62,15 @@ def _view(block: AnyBlock, numbers: dict[str, int]) -> tuple[Any, ...]:
         return (role, block.kind, _number(block.call_id, numbers), block.name, arguments)
     if isinstance(block, ToolResultBlock):
         status = "error" if block.status == "error" else "ok"
-        return ("tool", block.kind, _number(block.call_id, numbers), status, result_text(block))
+        view: tuple[Any, ...] = (
+            "tool",
+            block.kind,
+            _number(block.call_id, numbers),
+            status,
+            result_text(block),
+        )
+        if any(not isinstance(p, TextBlock) for p in block.content):
+            # A result carrying media (Anthropic: images, documents): every part is read.
+            view += tuple(_view(p, numbers) for p in block.content)
+        return view
     return (role, block.kind, block.semantic())
