@@ -10,7 +10,9 @@ The proxy renders any of these in the caller's own API envelope (see each adapte
     │   ├── SequenceWaiting            a tool call has no result yet: nothing is sent (400)
     │   ├── UnsupportedInTarget        the target API cannot carry a block (400)
     │   ├── UnknownKind                a block kind this adapter does not know (400)
+    │   ├── ContextLengthExceeded      rendered request + max output exceed the model's window (400)
     │   └── StateConflict              a conflict with recorded state (409)
+    │       └── ConversationPaused     a stored graph holds a kind the pinned adapter does not know
     ├── RemoteError                    the upstream provider misbehaved
     │   ├── UpstreamUnavailable        connection refused, reset, timed out (502/504)
     │   └── UpstreamProtocolError      a stream or body that breaks the provider's own rules (502)
@@ -82,9 +84,30 @@ class UnknownKind(LocalError):
     rule = "unknown_kind"
 
 
+class ContextLengthExceeded(LocalError):
+    """The final rendered request plus its output budget do not fit the model's window."""
+
+    rule = "context_length_exceeded"
+
+    def __init__(
+        self, message: str, *, input_tokens: int, output_tokens: int, limit: int, estimated: bool
+    ):
+        super().__init__(message)
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.limit = limit
+        self.estimated = estimated
+
+
 class StateConflict(LocalError):
     status = 409
     rule = "state_conflict"
+
+
+class ConversationPaused(StateConflict):
+    """The pinned adapter met a block kind it does not know: pause, never join it into text."""
+
+    rule = "conversation_paused"
 
 
 class RemoteError(TurngateError):
