@@ -1,0 +1,87 @@
+"""Anthropic Messages request bodies written the way the API takes them, for the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turngate.adapters.anthropic import ADAPTER, CAPABILITIES
+from turngate.graph.model import MessageSequence
+from turngate.graph.validator import Verdict, validate
+
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def text(value: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "text", "text": value, **extra}
+
+
+def tool_use(
+    call_id: str, name: str = "get_weather", input: Any = None, **extra: Any
+) -> dict[str, Any]:
+    arguments = {"city": "Paris"} if input is None else input
+    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments, **extra}
+
+
+def tool_result(call_id: str, content: Any = "sunny", **extra: Any) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content, **extra}
+
+
+def thinking(value: str = "let me think", signature: str | None = "c2lnbmVk") -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "thinking", "thinking": value}
+    if signature is not None:
+        block["signature"] = signature
+    return block
+
+
+def server_tool_use(call_id: str, name: str = "web_search") -> dict[str, Any]:
+    return {"type": "server_tool_use", "id": call_id, "name": name, "input": {"query": "news"}}
+
+
+def web_search_result(call_id: str) -> dict[str, Any]:
+    return {
+        "type": "web_search_tool_result",
+        "tool_use_id": call_id,
+        "content": [
+            {
+                "type": "web_search_result",
+                "title": "News",
+                "url": "https://example.com/news",
+                "encrypted_content": "RXhhbXBsZQ==",
+            }
+        ],
+    }
+
+
+def user(*content: Any) -> dict[str, Any]:
+    """A user message; one string argument is sent as string content."""
+    if len(content) == 1 and isinstance(content[0], str):
+        return {"role": "user", "content": content[0]}
+    return {"role": "user", "content": list(content)}
+
+
+def assistant(*content: Any) -> dict[str, Any]:
+    if len(content) == 1 and isinstance(content[0], str):
+        return {"role": "assistant", "content": content[0]}
+    return {"role": "assistant", "content": list(content)}
+
+
+def body(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "messages": list(messages),
+        "tools": [WEATHER_TOOL],
+        **extra,
+    }
+
+
+def parse(request: dict[str, Any]) -> MessageSequence:
+    return ADAPTER.parse_request(request)
+
+
+def verdict_of(request: dict[str, Any]) -> Verdict:
+    return validate(parse(request), CAPABILITIES)
