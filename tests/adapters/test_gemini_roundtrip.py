@@ -53,8 +53,8 @@ class _Graph:
         self.calls = itertools.count()
 
     def block_args(self, index: int, j: int, role: Role) -> dict[str, Any]:
-        return {"id": f"m{index}.b{j}", "role": role, "order": next(self.order),
-                "trust": "trusted" if role == "system" else "untrusted"}  # fmt: skip
+        trust = "trusted" if role == "system" else "untrusted"
+        return {"id": f"m{index}.b{j}", "role": role, "order": next(self.order), "trust": trust}
 
     def add(self, role: Role, make: list[Any], origin: str | None = None) -> None:
         origin = origin or ("contents" if self.api == "gemini" else "messages")
