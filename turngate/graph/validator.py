@@ -357,6 +357,10 @@ class _Placement:
                     block,
                 )
             )
+        elif self.seq.history == "partial":
+            # The call sits in the part of the history the provider holds (e.g. behind a
+            # Responses previous_response_id): not an orphan, but still answerable once.
+            self.answered.add(call_id)
         else:
             self.out.append(
                 violation(
