@@ -54,27 +54,25 @@ def test_a_rejected_sequence_is_an_invalid_request_error_the_sdk_raises() -> Non
     assert raised.type == "invalid_request_error"
     assert raised.api_message == message
     assert "toolu_7" in str(raised)
-    # Refused sequences are not retried by the SDK (it would only be refused again).
-    assert _CLIENT._should_retry(raised.response) is False
 
 
 @pytest.mark.parametrize(
-    ("error", "exception", "error_type", "retried"),
+    ("error", "exception", "error_type"),
     [
         (StateConflict("turngate: conversation is paused", rule="conversation_paused"),
-         anthropic.ConflictError, "conflict_error", False),
+         anthropic.ConflictError, "conflict_error"),
         (TurngateError("turngate: body too large", rule="body_too_large", status=413),
-         anthropic.ContentTooLargeError, "request_too_large", False),
+         anthropic.ContentTooLargeError, "request_too_large"),
         (StoreUnavailable("turngate: state store unreachable"),
-         anthropic.ServiceUnavailableError, "api_error", True),
+         anthropic.ServiceUnavailableError, "api_error"),
         (UpstreamProtocolError("turngate: upstream broke its stream"),
-         anthropic.InternalServerError, "api_error", True),
+         anthropic.InternalServerError, "api_error"),
         (TurngateError("turngate: upstream overloaded", rule="upstream_overloaded", status=529),
-         anthropic.OverloadedError, "overloaded_error", True),
+         anthropic.OverloadedError, "overloaded_error"),
     ],
 )  # fmt: skip
 def test_each_status_gets_its_documented_type_and_sdk_exception(
-    error: TurngateError, exception: type[Exception], error_type: str, retried: bool
+    error: TurngateError, exception: type[Exception], error_type: str
 ) -> None:
     rendered = ADAPTER.render_error(error)
     assert rendered.status == error.status
@@ -84,4 +82,3 @@ def test_each_status_gets_its_documented_type_and_sdk_exception(
     assert type(raised) is exception
     assert isinstance(raised, anthropic.APIStatusError)
     assert raised.error_code == error.rule
-    assert _CLIENT._should_retry(raised.response) is retried

@@ -48,8 +48,4 @@ def render_anthropic_error(error: TurngateError) -> ErrorResponse:
         },
         "request_id": None,
     }
-    headers = {"Turngate-Rejection": error.rule}
-    if 400 <= error.status < 500 and error.status not in (408, 429):
-        # The SDK retries 409 by default; a refused sequence would only be refused again.
-        headers["x-should-retry"] = "false"
-    return ErrorResponse(status=error.status, body=body, headers=headers)
+    return ErrorResponse(status=error.status, body=body, headers={"Turngate-Rejection": error.rule})
