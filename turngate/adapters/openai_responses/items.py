@@ -1,0 +1,380 @@
+"""One OpenAI Responses item (an ``input`` entry or an ``output`` entry) -> one Message.
+
+Each item becomes one Message, ``index`` = its position. Message items (easy form, typed
+form, assistant output form) keep everything but ``role`` and ``content`` in the
+message's attrs (``id``, ``status``, ``phase``…); every other item is one block whose
+attrs keep the item minus its modelled fields (so ``type``, ``id``, ``status`` survive).
+An item type this adapter does not know becomes an ``UnknownBlock``, which the validator
+refuses: it is never dropped and never read as text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, cast
+
+from turngate.adapters.base import default_trust, remainder
+from turngate.adapters.openai_chat.request import OrderCounter, split_data_url
+from turngate.graph.model import (
+    AnyBlock,
+    ApiName,
+    AudioBlock,
+    CompressionBlock,
+    ContentBlock,
+    FileBlock,
+    ImageBlock,
+    MediaSource,
+    Message,
+    ReasoningBlock,
+    RefusalBlock,
+    Role,
+    ServerToolBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UnknownBlock,
+)
+from turngate.graph.validator import arguments_complete
+
+API: ApiName = "openai_responses"
+MESSAGE_ROLES: frozenset[str] = frozenset({"user", "assistant", "system", "developer"})
+
+# Provider-run (hosted) tool items, kept opaque as ServerToolBlocks. The model emits the
+# calls; the ``*_output`` items and approval responses are the client's answers.
+HOSTED_CALLS: frozenset[str] = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_call",
+        "tool_search_call",
+    }
+)
+HOSTED_ANSWERS: frozenset[str] = frozenset(
+    {
+        "computer_call_output",
+        "local_shell_call_output",
+        "shell_call_output",
+        "apply_patch_call_output",
+        "mcp_approval_response",
+        "tool_search_output",
+    }
+)
+CALL_ITEMS: dict[str, Literal["function", "custom"]] = {
+    "function_call": "function",
+    "custom_tool_call": "custom",
+}
+
+# Adapter note on CompressionBlocks that are not ``compaction`` items.
+ITEM_NOTE = "$item"
+# Adapter note on a FileBlock whose ``file_data`` was bare base64, not a data URL.
+BARE_NOTE = "$bare"
+
+_ABSENT = object()
+
+
+class ItemParser:
+    """Parses items into Messages, numbering block ``order`` across the whole sequence."""
+
+    def __init__(self, origin: str, order: OrderCounter | None = None) -> None:
+        self.origin = origin
+        self.order = order or OrderCounter()
+
+    def common(self, block_id: str, role: Role) -> dict[str, Any]:
+        return {
+            "id": block_id,
+            "role": role,
+            "order": self.order.next(),
+            "trust": default_trust(role),
+        }
+
+    def item(self, index: int, item: Any) -> Message:
+        prefix = f"m{index}"
+        if not isinstance(item, dict):
+            return self._opaque(index, f"item:{type(item).__name__}", {"value": item})
+        kind = item.get("type")
+        if kind == "message" or (kind is None and "role" in item):
+            return self._message(index, item)
+        if kind == "item_reference" or (kind is None and "id" in item):
+            return self._reference(index, item)
+        if kind in CALL_ITEMS:
+            block = self._call(prefix, item)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            block = self._output(prefix, item)
+        elif kind == "reasoning":
+            block = self._reasoning(prefix, item)
+        elif kind == "compaction":
+            block = self._compaction(prefix, item)
+        elif kind == "compaction_trigger":
+            block = self._compaction_trigger(prefix, item)
+        elif kind in HOSTED_CALLS or kind in HOSTED_ANSWERS:
+            block = self._hosted(prefix, cast(str, kind), item)
+        else:
+            block = self._unknown(prefix, "user", str(kind), item)
+        role = block.role
+        shape = "item"
+        if isinstance(block, ToolResultBlock):
+            output = item.get("output")
+            shape = "string" if isinstance(output, str) else "parts"
+        return Message(index=index, role=role, blocks=(block,), origin=self.origin, shape=shape)
+
+    # --- message items ---------------------------------------------------------------
+
+    def _message(self, index: int, item: dict[str, Any]) -> Message:
+        role_in = item.get("role")
+        if role_in not in MESSAGE_ROLES:
+            return self._opaque(index, f"role:{role_in}", dict(item))
+        role = cast(Role, role_in)
+        prefix = f"m{index}"
+        attrs = remainder(item, frozenset({"role", "content"}))
+        content = item.get("content", _ABSENT)
+        blocks: list[AnyBlock] = []
+        if content is _ABSENT:
+            shape = "absent"
+        elif isinstance(content, str):
+            shape = "string"
+            blocks.append(TextBlock(text=content, **self.common(f"{prefix}.b0", role)))
+        elif isinstance(content, list):
+            shape = "parts"
+            for j, part in enumerate(content):
+                blocks.append(self.part(f"{prefix}.b{j}", role, part))
+        else:
+            shape = "opaque"
+            native = f"content:{type(content).__name__}"
+            blocks.append(self._unknown(prefix, role, native, {"value": content}))
+        return Message(
+            index=index,
+            role=role,
+            blocks=tuple(blocks),
+            origin=self.origin,
+            shape=shape,
+            attrs=attrs,
+        )
+
+    def part(self, block_id: str, role: Role, part: Any) -> AnyBlock:
+        """One content part: input_text / output_text / refusal / input_image / input_file /
+        input_audio. Anything else is an UnknownBlock."""
+        common = self.common(block_id, role)
+        if not isinstance(part, dict):
+            native = f"part:{type(part).__name__}"
+            return UnknownBlock(native_type=native, attrs={"value": part}, **common)
+        kind = part.get("type")
+        text = part.get("text")
+        if kind in ("input_text", "output_text") and isinstance(text, str):
+            return TextBlock(text=text, attrs=remainder(part, frozenset({"text"})), **common)
+        refusal = part.get("refusal")
+        if kind == "refusal" and isinstance(refusal, str):
+            return RefusalBlock(
+                text=refusal, attrs=remainder(part, frozenset({"refusal"})), **common
+            )
+        if kind == "input_image":
+            image = _image(part, common)
+            if image is not None:
+                return image
+        if kind == "input_file":
+            file = _file(part, common)
+            if file is not None:
+                return file
+        if kind == "input_audio" and isinstance(part.get("input_audio"), dict):
+            audio = part["input_audio"]
+            fmt = audio.get("format")
+            if isinstance(audio.get("data"), str):
+                attrs = remainder(part, frozenset({"input_audio"}))
+                nested = remainder(audio, frozenset({"data", "format"}))
+                if nested:
+                    attrs["input_audio"] = nested
+                return AudioBlock(
+                    source="base64",
+                    data=audio["data"],
+                    media_type=f"audio/{fmt}" if isinstance(fmt, str) else None,
+                    attrs=attrs,
+                    **common,
+                )
+        return UnknownBlock(native_type=str(kind), attrs=dict(part), **common)
+
+    # --- tool calls and their outputs --------------------------------------------------
+
+    def _call(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
+        kind = item["type"]
+        tool_type = CALL_ITEMS[kind]
+        data_key = "arguments" if tool_type == "function" else "input"
+        name, data, call_id = item.get("name"), item.get(data_key), item.get("call_id")
+        if not (isinstance(name, str) and isinstance(data, str)):
+            return self._unknown(prefix, "assistant", f"{kind} (malformed)", item)
+        modelled = {"name", data_key} | ({"call_id"} if isinstance(call_id, str) else set())
+        complete = tool_type == "custom" or arguments_complete(data)
+        return ToolCallBlock(
+            call_id=call_id if isinstance(call_id, str) else "",
+            name=name,
+            arguments=data,
+            argument_state="complete" if complete else "incomplete",
+            tool_type=tool_type,
+            attrs=remainder(item, frozenset(modelled)),
+            **self.common(f"{prefix}.b0", "assistant"),
+        )
+
+    def _output(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
+        call_id, output, name = item.get("call_id"), item.get("output"), item.get("name")
+        if not isinstance(call_id, str) or not isinstance(output, str | list):
+            return self._unknown(prefix, "tool", f"{item['type']} (malformed)", item)
+        block_id = f"{prefix}.b0"
+        parts: list[AnyBlock]
+        if isinstance(output, str):
+            parts = [TextBlock(text=output, **self.common(f"{block_id}.c0", "tool"))]
+        else:
+            parts = [self.part(f"{block_id}.c{k}", "tool", p) for k, p in enumerate(output)]
+        modelled = {"call_id", "output"} | ({"name"} if isinstance(name, str) else set())
+        return ToolResultBlock(
+            call_id=call_id,
+            name=name if isinstance(name, str) else None,
+            content=cast(tuple[ContentBlock, ...], tuple(parts)),
+            attrs=remainder(item, frozenset(modelled)),
+            **self.common(block_id, "tool"),
+        )
+
+    # --- reasoning, hosted tools, compaction, references ---------------------------------
+
+    def _reasoning(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
+        summary = item.get("summary")
+        texts = []
+        if isinstance(summary, list):
+            texts = [
+                p["text"]
+                for p in summary
+                if isinstance(p, dict) and p.get("type") == "summary_text"
+                if isinstance(p.get("text"), str)
+            ]
+        payload = item.get("encrypted_content")
+        modelled = {"encrypted_content"} if isinstance(payload, str) else set()
+        # The summary parts stay in attrs as sent; ``text`` is what a reader sees.
+        return ReasoningBlock(
+            provider=API,
+            text="\n\n".join(texts),
+            payload=payload if isinstance(payload, str) else None,
+            attrs=remainder(item, frozenset(modelled)),
+            **self.common(f"{prefix}.b0", "assistant"),
+        )
+
+    def _hosted(self, prefix: str, kind: str, item: dict[str, Any]) -> AnyBlock:
+        answer = kind in HOSTED_ANSWERS and not (
+            kind == "tool_search_output" and item.get("execution") != "client"
+        )
+        call_id = item.get("call_id")
+        modelled = frozenset({"call_id"}) if isinstance(call_id, str) else frozenset()
+        return ServerToolBlock(
+            provider=API,
+            name=kind,
+            phase="result" if kind in HOSTED_ANSWERS else "call",
+            call_id=call_id if isinstance(call_id, str) else None,
+            attrs=remainder(item, modelled),
+            **self.common(f"{prefix}.b0", "tool" if answer else "assistant"),
+        )
+
+    def _compaction(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
+        payload = item.get("encrypted_content")
+        if not isinstance(payload, str):
+            return self._unknown(prefix, "assistant", "compaction (malformed)", item)
+        return CompressionBlock(
+            provider=API,
+            payload=payload,
+            scope="assistant",
+            attrs=remainder(item, frozenset({"encrypted_content"})),
+            **self.common(f"{prefix}.b0", "assistant"),
+        )
+
+    def _compaction_trigger(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
+        attrs = dict(item)
+        attrs[ITEM_NOTE] = "compaction_trigger"
+        return CompressionBlock(
+            provider=API,
+            payload="",
+            scope="user",
+            attrs=attrs,
+            **self.common(f"{prefix}.b0", "user"),
+        )
+
+    def _reference(self, index: int, item: dict[str, Any]) -> Message:
+        """``item_reference``: an item the provider stores. Its content is not visible here,
+        so the sequence's history is partial; most references name an earlier output item."""
+        ref = item.get("id")
+        prefix = f"m{index}"
+        if not isinstance(ref, str):
+            block: AnyBlock = self._unknown(prefix, "assistant", "item_reference (malformed)", item)
+        else:
+            attrs = remainder(item, frozenset({"id"}))
+            attrs[ITEM_NOTE] = "item_reference"
+            block = CompressionBlock(
+                provider=API,
+                payload=ref,
+                scope="assistant",
+                attrs=attrs,
+                **self.common(f"{prefix}.b0", "assistant"),
+            )
+        return Message(
+            index=index, role=block.role, blocks=(block,), origin=self.origin, shape="item"
+        )
+
+    # --- anything else -----------------------------------------------------------------
+
+    def _unknown(
+        self, prefix: str, role: Role, native_type: str, attrs: dict[str, Any]
+    ) -> AnyBlock:
+        return UnknownBlock(
+            native_type=native_type, attrs=dict(attrs), **self.common(f"{prefix}.b0", role)
+        )
+
+    def _opaque(self, index: int, native_type: str, attrs: dict[str, Any]) -> Message:
+        block = self._unknown(f"m{index}", "user", native_type, attrs)
+        return Message(
+            index=index, role="user", blocks=(block,), origin=self.origin, shape="opaque"
+        )
+
+
+def _image(part: dict[str, Any], common: dict[str, Any]) -> ImageBlock | None:
+    url, file_id = part.get("image_url"), part.get("file_id")
+    if isinstance(url, str):
+        media_type, data = split_data_url(url)
+        return ImageBlock(
+            source="url" if media_type is None else "base64",
+            data=data,
+            media_type=media_type,
+            attrs=remainder(part, frozenset({"image_url"})),
+            **common,
+        )
+    if isinstance(file_id, str):
+        return ImageBlock(
+            source="file", data=file_id, attrs=remainder(part, frozenset({"file_id"})), **common
+        )
+    return None
+
+
+def _file(part: dict[str, Any], common: dict[str, Any]) -> FileBlock | None:
+    filename = part.get("filename")
+    named = {"filename"} if isinstance(filename, str) else set()
+    for key in ("file_id", "file_url", "file_data"):
+        value = part.get(key)
+        if not isinstance(value, str):
+            continue
+        attrs = remainder(part, frozenset({key, *named}))
+        media_type = None
+        source: MediaSource = "file" if key == "file_id" else "url"
+        if key == "file_data":
+            source = "base64"
+            media_type, value = split_data_url(value)
+            if media_type is None:
+                attrs[BARE_NOTE] = True
+        return FileBlock(
+            source=source,
+            data=value,
+            media_type=media_type,
+            filename=filename if isinstance(filename, str) else None,
+            attrs=attrs,
+            **common,
+        )
+    return None

@@ -1,0 +1,118 @@
+"""OpenAI Responses rules the generic validator does not know.
+
+* ``responses_reasoning_unbound``: a reasoning item is bound to the output item that
+  followed it when the model produced it. It must be followed *immediately* by an
+  assistant-side item (a message, a function or custom tool call, a hosted tool call),
+  never be the last input item, and, when it carries its ``rs_…`` id, the item after it
+  must carry its own id too: the provider ties the two by id, so a rewritten easy-form
+  message cannot stand in. The provider refuses each with "Item 'rs_…' of type
+  'reasoning' was provided without its required following item." (400).
+* ``responses_output_type_mismatch``: ``function_call_output`` answers a
+  ``function_call`` and ``custom_tool_call_output`` a ``custom_tool_call``; the provider
+  looks the call up by ``call_id`` among calls of its own kind.
+"""
+
+from __future__ import annotations
+
+from turngate.graph.model import (
+    CompressionBlock,
+    Message,
+    MessageSequence,
+    ReasoningBlock,
+    RefusalBlock,
+    ServerToolBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from turngate.graph.rules import rule
+from turngate.graph.validator import Violation, violation
+
+REASONING_UNBOUND = "responses_reasoning_unbound"
+OUTPUT_TYPE_MISMATCH = "responses_output_type_mismatch"
+
+_CALL_TYPES = {"function": "function_call", "custom": "custom_tool_call"}
+_OUTPUT_TYPES = {"function": "function_call_output", "custom": "custom_tool_call_output"}
+
+
+@rule(REASONING_UNBOUND)
+def reasoning_unbound(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    items = [m for m in seq.messages if m.origin == "input"]
+    for position, message in enumerate(items):
+        for block in message.blocks:
+            if not isinstance(block, ReasoningBlock):
+                continue
+            rs_id = block.attrs.get("id")
+            name = f"reasoning item '{rs_id}'" if isinstance(rs_id, str) else "reasoning item"
+            following = items[position + 1] if position + 1 < len(items) else None
+            problem = _binding_problem(following, has_id=isinstance(rs_id, str))
+            if problem:
+                out.append(
+                    violation(
+                        REASONING_UNBOUND,
+                        f"{name} is not immediately followed by the item it belongs to: {problem}",
+                        message,
+                        block,
+                    )
+                )
+    return out
+
+
+def _binding_problem(following: Message | None, *, has_id: bool) -> str | None:
+    if following is None:
+        return "it is the last input item"
+    if following.role != "assistant" or not following.blocks:
+        return f"{following.location} is a {following.role} item"
+    first = following.blocks[0]
+    if isinstance(first, ReasoningBlock):
+        return f"{following.location} is another reasoning item"
+    if isinstance(first, CompressionBlock):
+        # An item_reference names a stored item we cannot see: it may well be the follower.
+        if first.attrs.get("$item") == "item_reference":
+            return None
+        return f"{following.location} is a compaction item"
+    if isinstance(first, ServerToolBlock) and first.phase != "call":
+        return f"{following.location} is a hosted tool result"
+    if not isinstance(first, TextBlock | RefusalBlock | ToolCallBlock | ServerToolBlock):
+        return f"{following.location} is a {first.kind} item"
+    if has_id and not isinstance(_item_id(following), str):
+        return (
+            f"{following.location} carries no item id, so it cannot be the output item the "
+            "reasoning was produced with (replay output items unchanged, ids included)"
+        )
+    return None
+
+
+def _item_id(message: Message) -> object:
+    if message.shape == "item":
+        return message.blocks[0].attrs.get("id")
+    return message.attrs.get("id")
+
+
+@rule(OUTPUT_TYPE_MISMATCH)
+def output_type_mismatch(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    calls: dict[str, ToolCallBlock] = {}
+    for message, block in seq.blocks():
+        if isinstance(block, ToolCallBlock):
+            calls.setdefault(block.call_id, block)
+            continue
+        if not isinstance(block, ToolResultBlock):
+            continue
+        call = calls.get(block.call_id)
+        output_type = block.attrs.get("type")
+        if call is None or not isinstance(output_type, str):
+            continue
+        if output_type == _OUTPUT_TYPES[call.tool_type]:
+            continue
+        out.append(
+            violation(
+                OUTPUT_TYPE_MISMATCH,
+                f"{output_type} '{block.call_id}' answers a {_CALL_TYPES[call.tool_type]} "
+                f"({call.name}); it must be a {_OUTPUT_TYPES[call.tool_type]}",
+                message,
+                block,
+            )
+        )
+    return out
