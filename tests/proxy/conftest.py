@@ -27,7 +27,8 @@ def make_stack(aiohttp_server: Any, tmp_path: Path) -> StackFactory:
         *, record_bodies: bool = False, timeouts: UpstreamTimeouts | None = None, **settings: Any
     ) -> Stack:
         upstream = FakeUpstream()
-        upstream_server: TestServer = await aiohttp_server(upstream.app())
+        # No access log for the fake provider: its log is the provider's, not turngate's.
+        upstream_server: TestServer = await aiohttp_server(upstream.app(), access_log=None)
         base = f"http://127.0.0.1:{upstream_server.port}"
         chosen = Settings(
             state="memory://", upstream_openai=base, upstream_anthropic=base, upstream_gemini=base

@@ -13,6 +13,11 @@ from turngate.adapters import get_adapter
 
 MODES = ["sync", "async"]
 
+# google-genai's async client subclasses aiohttp.ClientSession, which aiohttp deprecates.
+GENAI_AIOHTTP_WARNING = pytest.mark.filterwarnings(
+    "ignore:Inheritance class AiohttpClientSession from ClientSession:DeprecationWarning"
+)
+
 
 def adapter_ready(api: str) -> bool:
     try:

@@ -9,8 +9,9 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from yarl import URL
 
-from tests.fixtures_dir import COUNTS, FIXTURES_DIR, fixture_params, load_json
+from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, fixture_params, load_json
 from tests.graph.test_validator_table import TABLE
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
@@ -27,47 +28,79 @@ def fixture_bytes(relative: str) -> bytes:
     return (FIXTURES_DIR / relative).read_bytes()
 
 
-def chat_pairs() -> list[Any]:
-    """Every recorded Chat request with its recorded response (streamed or not)."""
+_PREFIX = {
+    "api.openai.com": "/openai",
+    "api.anthropic.com": "/anthropic",
+    "generativelanguage.googleapis.com": "/gemini",
+    "aiplatform.googleapis.com": "/gemini",
+}
+
+
+# Recorded requests the provider refused with a 400, which turngate refuses first.
+REFUSED_BEFORE_THE_PROVIDER = {
+    "openai-responses/pai-error-400-reasoning-item-order.request.json": (
+        "responses_reasoning_unbound"
+    ),
+}
+
+
+def recorded_exchanges() -> list[Any]:
+    """Every recorded request with its recorded answer, the turngate path and the status."""
+    if not FIXTURES_PRESENT:
+        return fixture_params("*/*.request.json")
+    rows = [line.split("\t") for line in (FIXTURES_DIR / "MANIFEST.tsv").read_text().splitlines()]
+    described = {row[0]: row[4] for row in rows[1:]}
     params = []
-    for param in fixture_params("openai-chat/*.request.json"):
-        path = param.values[0]
-        if path is None:
-            return [param]
-        stem = path.name.removesuffix(".request.json")
-        for ext in (".json", ".sse"):
-            if (path.parent / (stem + ext)).is_file():
-                params.append(pytest.param(f"openai-chat/{stem}", ext, id=stem))
+    for name, description in described.items():
+        if not name.endswith(".request.json"):
+            continue
+        url = URL(description.removeprefix("POST ").split(";", 1)[0])
+        stem = name.removesuffix(".request.json")
+        answer = next((stem + e for e in (".json", ".sse") if stem + e in described), None)
+        if answer is None:
+            continue
+        status = 200
+        if answer.endswith(".json"):
+            status = int(described[answer].split(";", 1)[0].removeprefix("HTTP "))
+        path = _PREFIX[url.host or ""] + url.raw_path_qs
+        params.append(pytest.param(name, answer, path, status, id=stem))
     return params
 
 
-@pytest.mark.parametrize(("stem", "ext"), chat_pairs())
-async def test_recorded_chat_requests_go_up_byte_for_byte_and_commit(
-    stack: Stack, stem: str, ext: str
+@pytest.mark.parametrize(("request_file", "answer", "path", "status_code"), recorded_exchanges())
+async def test_recorded_requests_go_up_byte_for_byte_and_the_answer_comes_back(
+    stack: Stack, request_file: str, answer: str, path: str, status_code: int
 ):
-    raw = fixture_bytes(stem + ".request.json")
-    response = fixture_bytes(stem + ext)
-    status_code = 404 if "error-404" in stem else 400 if "error-400" in stem else 200
-    stack.upstream.reply(Reply.fixture(stem + ext, status=status_code))
-    status, headers, body = await post(stack, CHAT, raw, {"Authorization": "Bearer k"})
+    raw = fixture_bytes(request_file)
+    stack.upstream.reply(Reply.fixture(answer, status=status_code))
+    status, headers, body = await post(stack, path, raw, {"Authorization": "Bearer k"})
 
-    assert status == status_code
-    assert body == response
+    refused_first = REFUSED_BEFORE_THE_PROVIDER.get(request_file)
+    if refused_first is not None:
+        # The provider answered this one with a 400; turngate refuses it before sending.
+        assert (status_code, status, headers["Turngate-Rejection"]) == (400, 400, refused_first)
+        assert stack.upstream.received == []
+        return
+    assert (status, body) == (status_code, fixture_bytes(answer))
     (received,) = stack.upstream.received
     assert received.body == raw
+    assert received.path_qs == path.split("/", 2)[2].join(["/", ""])
     assert received.headers["Authorization"] == "Bearer k"
+    if "aiplatform" in path or "v1beta1" in path:
+        # Vertex paths are not parsed routes: relayed unchanged, no operation.
+        assert "Turngate-Operation-Id" not in headers
+        return
     record = await operation(stack, headers["Turngate-Operation-Id"])
     assert record["manifest"]["requestDigest"] == digest_bytes(raw)
     assert received.headers["Idempotency-Key"] == record["manifest"]["idempotencyKey"]
     assert headers["Turngate-Manifest-Digest"] == record["manifestDigest"]
     assert headers["Turngate-Attempt"] == "1"
     expected_end = "COMMITTED" if status_code == 200 else "FAILED"
-    assert record["state"] == expected_end
-    path = ["PREPARED", "DISPATCHING", "SENT"]
-    if ext == ".sse" and status_code == 200:
-        path.append("STREAMING")
-    assert states(record) == [*path, expected_end]
-    COUNTS["chat fixtures dispatched through the proxy"] += 1
+    steps = ["PREPARED", "DISPATCHING", "SENT"]
+    if answer.endswith(".sse"):
+        steps.append("STREAMING")
+    assert states(record) == [*steps, expected_end]
+    COUNTS["recorded exchanges replayed through the proxy"] += 1
 
 
 @pytest.mark.parametrize(
