@@ -1,0 +1,391 @@
+"""Gemini ``streamGenerateContent?alt=sse``: chunks -> canonical events, and the relay back.
+
+Every frame is ``data: <GenerateContentResponse>`` (CRLF framing, no event names, no
+terminator): the turn ends with the chunk whose candidate has ``finishReason`` and then the
+connection close. Parts are incremental, one block each (a ``thoughtSignature`` is bound to
+the part it sits on, so parts are never merged). A ``functionCall`` part arrives whole; on
+Vertex with ``streamFunctionCallArguments`` a call streams as ``{name, willContinue}``, then
+``partialArgs`` (JSON paths), then an empty ``functionCall`` that ends it. ``{"error": …}``
+is an in-band error. ``build_block`` reads each final part with the adapter's own parser.
+
+google-genai parses every line that does not start with ``data: `` as JSON, so this encoder
+writes no commit marks unless asked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import replace
+from typing import Any, Literal
+
+import orjson
+
+from turngate.adapters.gemini.parts import OrderCounter, parse_part
+from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
+from turngate.errors import TurngateError, UpstreamProtocolError
+from turngate.graph.assembler import Commit
+from turngate.graph.events import (
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    Native,
+    ReasoningDelta,
+    ResponseStart,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    TurnEnd,
+    UsageEvent,
+)
+from turngate.graph.model import AnyBlock
+from turngate.graph.turn import Usage
+
+_CRLF = b"\r\n"
+_ENVELOPE = ("responseId", "modelVersion", "createTime")
+_SERVER_PARTS: dict[str, Literal["call", "result"]] = {
+    "executableCode": "call",
+    "codeExecutionResult": "result",
+    "toolCall": "call",
+    "toolResponse": "result",
+}
+_PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+
+
+class GeminiStreamDecoder:
+    api = "gemini"
+    eof_terminates = True
+
+    def __init__(self) -> None:
+        self._started = False
+        self._next = 0
+        # The call streaming its arguments (Vertex ``partialArgs``), until its empty end part.
+        self._streaming: dict[str, Any] | None = None
+        self._call_names: dict[str, int] = {}
+
+    def decode(self, frame: SSEFrame) -> list[StreamEvent]:
+        if frame.truncated:
+            return []
+        chunk = frame_json(frame)
+        error = chunk.get("error")
+        if error is not None:
+            native = error if isinstance(error, dict) else {"message": str(error)}
+            message = native.get("message")
+            text = message if isinstance(message, str) else "upstream stream error"
+            return [StreamError(text, native=chunk, raw=frame.raw)]
+        candidates = _get(chunk, "candidates")
+        candidates = candidates if isinstance(candidates, list) else []
+        if len(candidates) > 1:
+            raise UpstreamProtocolError(
+                "a Gemini stream with several candidates cannot be committed as one turn",
+                rule="unsupported_in_target",
+            )
+        candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else None
+        content = _get(candidate, "content") if candidate else None
+        parts = _get(content, "parts") if isinstance(content, dict) else None
+        parts = parts if isinstance(parts, list) else []
+        pure = all(isinstance(p, dict) and _text(p) is not None for p in parts)
+        raw: bytes | None = b"" if pure else None
+        events: list[StreamEvent] = []
+        if not self._started:
+            self._started = True
+            handle, model = _get(chunk, "responseId"), _get(chunk, "modelVersion")
+            envelope = {k: chunk[k] for k in _ENVELOPE if k in chunk}
+            events.append(
+                ResponseStart(
+                    handle=handle if isinstance(handle, str) else None,
+                    model=model if isinstance(model, str) else None,
+                    native=envelope,
+                    raw=raw,
+                )
+            )
+        for part in parts:
+            self._part(part, events, raw)
+        if candidate is not None:
+            finish = _get(candidate, "finishReason")
+            if isinstance(finish, str):
+                extras = {k: v for k, v in candidate.items() if k not in ("content", "index")}
+                events.append(TurnEnd(finish, native=extras, raw=raw))
+        feedback = _get(chunk, "promptFeedback")
+        if not candidates and isinstance(feedback, dict):
+            reason = _get(feedback, "blockReason")
+            if isinstance(reason, str):
+                events.append(TurnEnd(reason, native={"promptFeedback": feedback}, raw=raw))
+        usage = _get(chunk, "usageMetadata")
+        if isinstance(usage, dict):
+            events.append(UsageEvent(usage_of(usage), native=usage, raw=raw))
+        if not events:
+            return [Native("chunk", raw=frame.raw)]
+        if pure:
+            events[-1] = replace(events[-1], raw=frame.raw)
+        return events
+
+    def _part(self, part: Any, events: list[StreamEvent], raw: bytes | None) -> None:
+        if not isinstance(part, dict):
+            raise UpstreamProtocolError("gemini part is not an object", rule="stream_malformed")
+        call = _get(part, "functionCall")
+        if isinstance(call, dict):
+            self._call(part, call, events, raw)
+            return
+        if self._streaming is not None:
+            raise UpstreamProtocolError(
+                "gemini part arrived while a function call was still streaming its arguments",
+                rule="stream_protocol",
+            )
+        index = self._new()
+        text = _text(part)
+        if text is not None:
+            thought = _get(part, "thought") is True
+            kind: BlockKind = "reasoning" if thought else "text"
+            events.append(BlockStart(index, kind, native_type="text", raw=raw))
+            delta_type = ReasoningDelta if thought else TextDelta
+            events.append(delta_type(index, text, seq=0, raw=raw))
+            events.append(BlockStop(index, final=part, raw=raw))
+            return
+        field = next((k for k in _SERVER_PARTS if _get(part, k) is not None), None)
+        if field is not None:
+            start = BlockStart(
+                index, "server_tool", name=field, native_type=field, phase=_SERVER_PARTS[field]
+            )
+        else:
+            start = BlockStart(index, "unknown", native_type=",".join(sorted(part)) or "empty")
+        events.append(replace(start, raw=raw))
+        events.append(BlockStop(index, final=part, raw=raw))
+
+    def _call(
+        self,
+        part: dict[str, Any],
+        call: dict[str, Any],
+        events: list[StreamEvent],
+        raw: bytes | None,
+    ) -> None:
+        name, streaming = call.get("name"), self._streaming
+        partial = _get(call, "partialArgs")
+        if streaming is not None:
+            if isinstance(name, str):
+                raise UpstreamProtocolError(
+                    f"gemini call '{name}' started before '{streaming['name']}' finished",
+                    rule="stream_protocol",
+                )
+            if isinstance(partial, list):
+                for arg in partial:
+                    _apply_partial(streaming, arg)
+            if _get(call, "willContinue") is True:
+                return
+            self._streaming = None
+            final_call: dict[str, Any] = {"name": streaming["name"], "args": streaming["args"]}
+            if streaming["id"] is not None:
+                final_call["id"] = streaming["id"]
+            final = {**streaming["part"], "functionCall": final_call}
+            events.append(BlockStop(streaming["index"], final=final, raw=raw))
+            return
+        index = self._new()
+        call_id = call.get("id")
+        start = BlockStart(
+            index,
+            "tool_call",
+            call_id=call_id if isinstance(call_id, str) and call_id else None,
+            name=name if isinstance(name, str) else None,
+            native_type="functionCall",
+            raw=raw,
+        )
+        events.append(start)
+        if _get(call, "willContinue") is True and "args" not in call:
+            extras = {k: v for k, v in part.items() if k != "functionCall"}
+            self._streaming = {
+                "index": index,
+                "name": name,
+                "id": start.call_id,
+                "args": {},
+                "part": extras,
+                "open": None,
+            }
+            if isinstance(partial, list):
+                for arg in partial:
+                    _apply_partial(self._streaming, arg)
+            return
+        events.append(BlockStop(index, final=part, raw=raw))
+
+    def _new(self) -> int:
+        self._next += 1
+        return self._next - 1
+
+    def build_block(
+        self, start: BlockStart, stop: BlockStop, block_id: str, order: int
+    ) -> AnyBlock | None:
+        """The committed block, read from its final part by the adapter's own parser."""
+        if stop.final is None:
+            return None
+        block = parse_part(block_id, "assistant", stop.final, OrderCounter(), self._call_names)
+        return replace(block, order=order)
+
+
+def usage_of(usage: dict[str, Any]) -> Usage:
+    """Output counts thinking tokens too, as the adapter's response parser does."""
+
+    def number(camel: str) -> int | None:
+        value = _get(usage, camel)
+        return value if isinstance(value, int) else None
+
+    candidates, thoughts = number("candidatesTokenCount"), number("thoughtsTokenCount")
+    output = (
+        None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
+    )
+    return Usage(
+        input_tokens=number("promptTokenCount"),
+        output_tokens=output,
+        total_tokens=number("totalTokenCount"),
+    )
+
+
+def _get(obj: Any, camel: str) -> Any:
+    """A field read in lowerCamelCase or snake_case (proto3 JSON allows both)."""
+    if not isinstance(obj, dict):
+        return None
+    if camel in obj:
+        return obj[camel]
+    return obj.get(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel))
+
+
+def _text(part: Any) -> str | None:
+    """The part's text when text is its only data field."""
+    if not isinstance(part, dict):
+        return None
+    text = part.get("text")
+    if not isinstance(text, str):
+        return None
+    others = ("functionCall", "functionResponse", "inlineData", "fileData", *_SERVER_PARTS)
+    return None if any(_get(part, k) is not None for k in others) else text
+
+
+def _apply_partial(streaming: dict[str, Any], arg: Any) -> None:
+    """Set one ``partialArgs`` value at its JSON path; continued strings are appended."""
+    if not isinstance(arg, dict) or not isinstance(_get(arg, "jsonPath"), str):
+        raise UpstreamProtocolError("gemini partialArgs entry without a jsonPath")
+    path = _json_path(_get(arg, "jsonPath"))
+    if "stringValue" in arg or "string_value" in arg:
+        value: Any = _get(arg, "stringValue")
+        if streaming["open"] == path:
+            value = _lookup(streaming["args"], path) + value
+        streaming["open"] = path if _get(arg, "willContinue") is True else None
+    elif "numberValue" in arg or "number_value" in arg:
+        value = _get(arg, "numberValue")
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+    elif "boolValue" in arg or "bool_value" in arg:
+        value = _get(arg, "boolValue")
+    elif "nullValue" in arg or "null_value" in arg:
+        value = None
+    else:
+        raise UpstreamProtocolError(f"gemini partialArgs entry of an unknown kind: {sorted(arg)}")
+    _assign(streaming["args"], path, value)
+
+
+def _json_path(text: str) -> list[str | int]:
+    if not text.startswith("$"):
+        raise UpstreamProtocolError(f"unsupported gemini partialArgs jsonPath {text!r}")
+    steps: list[str | int] = []
+    at = 1
+    while at < len(text):
+        match = _PATH_STEP.match(text, at)
+        if match is None:
+            raise UpstreamProtocolError(f"unsupported gemini partialArgs jsonPath {text!r}")
+        key, number, quoted, double = match.groups()
+        steps.append(int(number) if number is not None else (key or quoted or double or ""))
+        at = match.end()
+    if not steps:
+        raise UpstreamProtocolError("gemini partialArgs jsonPath names no argument")
+    return steps
+
+
+def _lookup(root: Any, path: list[str | int]) -> Any:
+    for step in path:
+        root = root[step]
+    return root
+
+
+def _assign(root: dict[str, Any], path: list[str | int], value: Any) -> None:
+    node: Any = root
+    for step, following in itertools.pairwise(path):
+        child_default: Any = [] if isinstance(following, int) else {}
+        node = _child(node, step, child_default)
+    last = path[-1]
+    if isinstance(node, list) and isinstance(last, int):
+        while len(node) <= last:
+            node.append(None)
+        node[last] = value
+    elif isinstance(node, dict) and isinstance(last, str):
+        node[last] = value
+    else:
+        raise UpstreamProtocolError("gemini partialArgs jsonPath does not fit the arguments")
+
+
+def _child(node: Any, step: str | int, default: Any) -> Any:
+    if isinstance(node, dict) and isinstance(step, str):
+        return node.setdefault(step, default)
+    if isinstance(node, list) and isinstance(step, int):
+        while len(node) <= step:
+            node.append(None)
+        if node[step] is None:
+            node[step] = default
+        return node[step]
+    raise UpstreamProtocolError("gemini partialArgs jsonPath does not fit the arguments")
+
+
+class GeminiStreamEncoder(StreamEncoder):
+    line_end = _CRLF
+    default_marks: MarkStyle = "none"
+
+    def __init__(self, marks: MarkStyle | None = None) -> None:
+        super().__init__(marks)
+        self._envelope: dict[str, Any] = {}
+        self._usage: dict[str, Any] | None = None
+
+    def started(self, event: ResponseStart) -> None:
+        self._envelope = dict(event.native or {})
+
+    def render(self, event: StreamEvent) -> bytes:
+        match event:
+            case ResponseStart() | BlockStart() | TextDelta() | ReasoningDelta() | Native():
+                # A part is written whole when it stops: its modifiers stay on it.
+                return b""
+            case BlockStop():
+                return self._parts([event.final]) if event.final is not None else b""
+            case TurnEnd():
+                candidate = {**(event.native or {}), "finishReason": event.stop_reason}
+                candidate.pop("promptFeedback", None)
+                return self._data({"candidates": [{**candidate, "index": 0}], **self._envelope})
+            case UsageEvent():
+                # Every chunk repeats the usage so far: write it only when it changed.
+                if event.native == self._usage:
+                    return b""
+                self._usage = event.native
+                return self._data({"usageMetadata": event.native, **self._envelope})
+            case _:
+                return super().render(event)
+
+    def commit_held(self, commit: Commit) -> bytes:
+        if commit.stop.final is None:
+            return super().commit_held(commit)
+        return self._parts([commit.stop.final])
+
+    def error_frame(self, error: TurngateError) -> bytes:
+        raw = getattr(error, "raw", None)
+        if raw and getattr(error, "native", None) is not None:
+            return bytes(raw)
+        status = error.status if error.status >= 500 else 502
+        body = {
+            "error": {
+                "code": status,
+                "message": f"turngate: {error}",
+                "status": "UNAVAILABLE" if status == 503 else "INTERNAL",
+            }
+        }
+        return self._data(body)
+
+    def _parts(self, parts: list[Any]) -> bytes:
+        candidate = {"content": {"parts": parts, "role": "model"}, "index": 0}
+        return self._data({"candidates": [candidate], **self._envelope})
+
+    def _data(self, payload: dict[str, Any]) -> bytes:
+        return encode_frame(None, orjson.dumps(payload), line_end=_CRLF)

@@ -1,0 +1,546 @@
+"""Server-Sent Events, sans-I/O: bytes in, frames out; and the few bytes turngate writes back.
+
+``SSEDecoder`` follows the WHATWG event-stream rules in the h11 style: ``feed(data)``
+returns the frames completed by ``data`` (possibly none: more bytes are needed) and
+``close()`` ends the input. Lines end in ``\\n``, ``\\r\\n`` or ``\\r``; a line starting with
+``:`` is a comment; ``data:`` lines join with ``\\n``; one space after the colon is dropped;
+a UTF-8 BOM at the very start is skipped. A frame is dispatched on its blank line and only
+when it holds a ``data`` field; the bytes of a comment-only block stay in front of the next
+frame's ``raw``, so the ``raw`` of all frames, joined, is the input itself.
+
+A ``\\r`` at the end of the buffered bytes is not taken as a line end until the next byte
+(or ``close()``) shows whether a ``\\n`` follows: so a CRLF split across two reads gives the
+same frames, byte for byte, as one read.
+
+Buffers are bounded: a line longer than ``max_line`` or a frame larger than ``max_frame``
+raises ``SSEFrameTooLarge`` instead of growing without end.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol, assert_never
+
+import orjson
+
+from turngate.errors import TurngateError, UpstreamProtocolError
+from turngate.graph.assembler import (
+    AssemblerState,
+    Commit,
+    Complete,
+    Failed,
+    Output,
+    Preview,
+    Quarantine,
+    Retract,
+    StreamAssembler,
+    StreamFailed,
+)
+from turngate.graph.capabilities import Capabilities
+from turngate.graph.events import BlockStart, BlockStop, Native, ResponseStart, StreamEvent
+from turngate.graph.model import AnyBlock, ApiName
+from turngate.graph.schema_check import ToolSchemas
+from turngate.graph.turn import AssistantTurn
+
+_BOM = b"\xef\xbb\xbf"
+_LINE_END = re.compile(rb"[\r\n]")
+_CR = 13
+_LF = 10
+
+DEFAULT_MAX_LINE = 4 * 1024 * 1024
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+
+
+class SSEError(UpstreamProtocolError):
+    """The upstream's event stream breaks the SSE framing rules."""
+
+    rule = "sse_malformed"
+
+
+class SSEFrameTooLarge(SSEError):
+    rule = "sse_frame_too_large"
+
+
+class SSETruncated(SSEError):
+    """The input ended inside a frame (no blank line after its last field)."""
+
+    rule = "sse_truncated"
+
+
+@dataclass(frozen=True, slots=True)
+class SSEFrame:
+    """One dispatched event. ``data`` is the joined ``data`` lines; ``raw`` its exact bytes."""
+
+    data: bytes
+    event: str | None = None
+    id: str | None = None
+    retry: int | None = None
+    raw: bytes = b""
+    # True only for the frame ``close()`` hands back when the input stopped inside it.
+    truncated: bool = False
+
+
+class SSEDecoder:
+    def __init__(
+        self, *, max_line: int = DEFAULT_MAX_LINE, max_frame: int = DEFAULT_MAX_FRAME
+    ) -> None:
+        self.max_line = max_line
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        # Next unread byte; the current frame's raw bytes start at offset 0 of ``_buf``.
+        self._pos = 0
+        self._started = False
+        self._closed = False
+        self._data: list[bytes] = []
+        self._has_data = False
+        self._event: str | None = None
+        self._id: str | None = None
+        self._retry: int | None = None
+        self.last_event_id: str | None = None
+        # Set by ``close()`` when the input ended inside a line or a frame.
+        self.truncated = False
+
+    def feed(self, data: bytes) -> list[SSEFrame]:
+        if self._closed:
+            raise SSEError("SSE input fed after close()", rule="sse_closed")
+        self._buf += data
+        if not self._started:
+            if len(self._buf) < len(_BOM) and _BOM.startswith(self._buf):
+                return []
+            if self._buf.startswith(_BOM):
+                del self._buf[: len(_BOM)]
+            self._started = True
+        return self._scan(final=False)
+
+    def close(self, *, strict: bool = False) -> list[SSEFrame]:
+        """End of input. Returns the frame cut short, flagged ``truncated``, if there was one.
+
+        With ``strict`` a cut-short frame raises ``SSETruncated`` instead.
+        """
+        if self._closed:
+            return []
+        frames = self._scan(final=True)
+        self._closed = True
+        buf = self._buf
+        if self._pos < len(buf):
+            self._line(bytes(buf[self._pos :]))
+        cut = self._has_data or self._event is not None or self._id is not None
+        if cut or self._retry is not None:
+            self.truncated = True
+            if strict:
+                raise SSETruncated(f"event stream ended inside a frame ({len(buf)} bytes pending)")
+            if self._has_data:
+                frames.append(self._frame(bytes(buf), truncated=True))
+        buf.clear()
+        self._pos = 0
+        return frames
+
+    def _scan(self, *, final: bool) -> list[SSEFrame]:
+        buf = self._buf
+        end = len(buf)
+        pos = self._pos
+        frame_end = 0
+        frames: list[SSEFrame] = []
+        search = _LINE_END.search
+        while True:
+            match = search(buf, pos)
+            if match is None:
+                break
+            at = match.start()
+            if buf[at] == _CR:
+                if at + 1 < end:
+                    after = at + 2 if buf[at + 1] == _LF else at + 1
+                elif final:
+                    after = at + 1
+                else:
+                    break
+            else:
+                after = at + 1
+            if at - pos > self.max_line:
+                raise SSEFrameTooLarge(f"SSE line longer than {self.max_line} bytes")
+            if at == pos:
+                if self._has_data:
+                    if after - frame_end > self.max_frame:
+                        raise SSEFrameTooLarge(f"SSE frame larger than {self.max_frame} bytes")
+                    frames.append(self._frame(bytes(buf[frame_end:after])))
+                    frame_end = after
+                else:
+                    self._event = None
+                    self._id = None
+                    self._retry = None
+            else:
+                self._line(bytes(buf[pos:at]))
+            pos = after
+        if end - pos > self.max_line:
+            raise SSEFrameTooLarge(f"SSE line longer than {self.max_line} bytes")
+        if end - frame_end > self.max_frame:
+            raise SSEFrameTooLarge(f"SSE frame larger than {self.max_frame} bytes")
+        if frame_end:
+            del buf[:frame_end]
+        self._pos = pos - frame_end
+        return frames
+
+    def _line(self, line: bytes) -> None:
+        if line[:1] == b":":
+            return
+        colon = line.find(b":")
+        if colon < 0:
+            name, value = line, b""
+        else:
+            name, value = line[:colon], line[colon + 1 :]
+            if value[:1] == b" ":
+                value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+            self._has_data = True
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\0" not in value:
+                self._id = value.decode("utf-8", "replace")
+                self.last_event_id = self._id
+        elif name == b"retry" and value.isdigit():
+            self._retry = int(value)
+        # Any other field name is ignored, as the SSE rules require.
+
+    def _frame(self, raw: bytes, *, truncated: bool = False) -> SSEFrame:
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        frame = SSEFrame(
+            data=data,
+            event=self._event,
+            id=self._id,
+            retry=self._retry,
+            raw=raw,
+            truncated=truncated,
+        )
+        self._data = []
+        self._has_data = False
+        self._event = None
+        self._id = None
+        self._retry = None
+        return frame
+
+
+def encode_frame(
+    event: str | None,
+    data: bytes,
+    *,
+    id: str | None = None,
+    retry: int | None = None,
+    line_end: bytes = b"\n",
+) -> bytes:
+    """One SSE frame: optional ``event``/``id``/``retry`` lines, ``data`` lines, a blank line."""
+    out = bytearray()
+    if event is not None:
+        _check_field(event)
+        out += b"event: " + event.encode() + line_end
+    if id is not None:
+        _check_field(id)
+        out += b"id: " + id.encode() + line_end
+    if retry is not None:
+        out += b"retry: " + str(retry).encode() + line_end
+    for line in _LINE_END.split(data.replace(b"\r\n", b"\n")):
+        out += b"data: " + line + line_end
+    out += line_end
+    return bytes(out)
+
+
+def encode_comment(text: str, *, line_end: bytes = b"\n") -> bytes:
+    """A comment block (``: text``) that SSE clients skip; a blank line closes it."""
+    lines = _LINE_END.split(text.replace("\r\n", "\n").encode())
+    return b"".join(b": " + line + line_end for line in lines) + line_end
+
+
+def _check_field(value: str) -> None:
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"an SSE field value cannot hold a line break: {value!r}")
+
+
+# --- relaying a stream to the client: what the four API encoders share ---------------------
+
+MarkStyle = Literal["comments", "events", "none"]
+MARK_STYLES: tuple[MarkStyle, ...] = ("comments", "events", "none")
+
+
+class StreamEncoder:
+    """Turns the assembler's outputs into the bytes the client receives, in the API's own form.
+
+    Previews go out as their raw frames when the event has them; a committed tool call goes
+    out whole; commit boundaries are marked as SSE comments (``: turngate commit <id>``), as
+    explicit ``turngate.*`` events, or not at all. After ``Failed`` the relay must abort the
+    connection: the API's normal terminator is never written after a failure.
+    """
+
+    line_end = b"\n"
+    default_marks: MarkStyle = "comments"
+
+    def __init__(self, marks: MarkStyle | None = None) -> None:
+        self.marks: MarkStyle = marks if marks is not None else self.default_marks
+        self._kinds: dict[int, str] = {}
+
+    def encode(self, output: Output) -> bytes:
+        match output:
+            case Preview():
+                event = output.event
+                if isinstance(event, BlockStart):
+                    self._kinds[event.index] = event.kind
+                elif isinstance(event, ResponseStart):
+                    self.started(event)
+                out = b""
+                if output.first and output.block_id is not None and self.marks == "events":
+                    index = getattr(event, "index", None)
+                    out = self.mark("preview", output.block_id, index=index)
+                raw = event.raw
+                return out + (self.render(event) if raw is None else raw)
+            case Commit():
+                self._kinds[output.index] = output.start.kind
+                body = self.commit_held(output) if output.held else self._relay(output.stop)
+                return body + self.mark(
+                    "commit", output.block_id, index=output.index, kind=output.start.kind
+                )
+            case Retract():
+                return self.mark(
+                    "retract", output.block_id, index=output.index, reason=output.reason
+                )
+            case Quarantine():
+                return b""
+            case Complete():
+                return b"" if output.event is None else self._relay(output.event)
+            case Failed():
+                return self.encode_failure(output.error)
+            case _:
+                assert_never(output)
+
+    def encode_failure(self, error: TurngateError) -> bytes:
+        """Retraction marks for what was previewed, then the API's own error event."""
+        retracted = getattr(error, "retracted", ())
+        marks = b"".join(
+            self.mark("retract", r.block_id, index=r.index, reason=r.reason) for r in retracted
+        )
+        return marks + self.error_frame(error)
+
+    def mark(self, what: str, block_id: str, **detail: object) -> bytes:
+        if self.marks == "none":
+            return b""
+        if self.marks == "comments":
+            extra = detail.get("reason")
+            text = f"turngate {what} {block_id}" + (f" {extra}" if extra else "")
+            return encode_comment(text, line_end=self.line_end)
+        payload = {"block": block_id, **{k: v for k, v in detail.items() if v is not None}}
+        return encode_frame(f"turngate.{what}", orjson.dumps(payload), line_end=self.line_end)
+
+    def kind_of(self, index: int) -> str | None:
+        return self._kinds.get(index)
+
+    def _relay(self, event: StreamEvent) -> bytes:
+        return self.render(event) if event.raw is None else event.raw
+
+    # --- what each API supplies ---------------------------------------------------------
+
+    def started(self, event: ResponseStart) -> None:
+        """A response started: keep what later rendered frames need (ids, model)."""
+
+    def render(self, event: StreamEvent) -> bytes:
+        """The event in the API's own frames, for events that have no raw frame of their own."""
+        raise UpstreamProtocolError(f"cannot render a {type(event).__name__} for this API")
+
+    def commit_held(self, commit: Commit) -> bytes:
+        """A held block (tool call, server tool, unknown kind), relayed whole."""
+        raise UpstreamProtocolError(f"cannot relay a committed {commit.start.kind} for this API")
+
+    def error_frame(self, error: TurngateError) -> bytes:
+        raise NotImplementedError
+
+
+# --- helpers the API stream decoders share --------------------------------------------------
+
+
+def frame_json(frame: SSEFrame) -> dict[str, Any]:
+    """The frame's data as one JSON object, or ``UpstreamProtocolError``."""
+    try:
+        value = orjson.loads(frame.data)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamProtocolError(
+            f"stream frame data is not JSON: {frame.data[:80]!r}", rule="stream_malformed"
+        ) from exc
+    if not isinstance(value, dict):
+        raise UpstreamProtocolError(
+            f"stream frame data is a JSON {type(value).__name__}, not an object",
+            rule="stream_malformed",
+        )
+    return value
+
+
+def own_frame(events: list[StreamEvent], raw: bytes, pure: bool) -> list[StreamEvent]:
+    """Give a frame's bytes to its last event when the frame can be relayed as it came.
+
+    The decoder built the events with ``raw=b""`` (pure frame) or ``raw=None`` (the frame
+    holds something that must wait, so every event is rendered on its own). A frame that
+    gave no event at all becomes one ``Native`` event, so no byte is ever dropped silently.
+    """
+    if not events:
+        return [Native("frame", raw=raw if pure else None)]
+    if pure:
+        events[-1] = replace(events[-1], raw=raw)
+    return events
+
+
+# --- the sans-I/O relay the proxy drives ----------------------------------------------------
+
+
+class StreamDecoder(Protocol):
+    """One API's stream decoder: frames in, canonical events out (state per connection)."""
+
+    api: ApiName
+    eof_terminates: bool
+
+    def decode(self, frame: SSEFrame) -> list[StreamEvent]: ...
+
+    def build_block(
+        self, start: BlockStart, stop: BlockStop, block_id: str, order: int
+    ) -> AnyBlock | None: ...
+
+
+_STREAM_MODULES: dict[str, tuple[str, str, str]] = {
+    "openai_chat": (
+        "turngate.adapters.openai_chat.stream",
+        "ChatStreamDecoder",
+        "ChatStreamEncoder",
+    ),
+    "openai_responses": (
+        "turngate.adapters.openai_responses.stream",
+        "ResponsesStreamDecoder",
+        "ResponsesStreamEncoder",
+    ),
+    "anthropic": (
+        "turngate.adapters.anthropic.stream",
+        "AnthropicStreamDecoder",
+        "AnthropicStreamEncoder",
+    ),
+    "gemini": ("turngate.adapters.gemini.stream", "GeminiStreamDecoder", "GeminiStreamEncoder"),
+}
+
+
+def stream_codec(api: str) -> tuple[Callable[[], StreamDecoder], Callable[..., StreamEncoder]]:
+    """The decoder and encoder classes of ``api``'s streams."""
+    module_name, decoder, encoder = _STREAM_MODULES[api]
+    module = importlib.import_module(module_name)
+    return getattr(module, decoder), getattr(module, encoder)
+
+
+class StreamRelay:
+    """Upstream bytes in, client bytes out: SSE decoding, the API's decoder, the assembler
+    and the API's encoder in one pure object. The proxy writes what ``feed`` returns; once
+    ``failed`` is true it writes what it was given and aborts the connection (never a clean
+    end); at the upstream's end it writes what ``finish`` returns and ends cleanly only if
+    the outcome is an ``AssistantTurn``.
+
+    Each attempt generation reads through its own decoders; bytes of a generation that is no
+    longer active are decoded and quarantined, never relayed.
+    """
+
+    def __init__(
+        self,
+        api: ApiName,
+        *,
+        tools: ToolSchemas | None = None,
+        generation: int = 1,
+        capabilities: Capabilities | None = None,
+        marks: MarkStyle | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
+        max_frame: int = DEFAULT_MAX_FRAME,
+    ) -> None:
+        self.api = api
+        self._decoder_class, encoder_class = stream_codec(api)
+        self._limits = (max_line, max_frame)
+        self._lanes: dict[int, tuple[SSEDecoder, StreamDecoder]] = {}
+        self.generation = generation
+        lane = self._lane(generation)
+        self.assembler = StreamAssembler(
+            api=api,
+            tools=tools,
+            generation=generation,
+            eof_terminates=lane[1].eof_terminates,
+            capabilities=capabilities,
+            builder=lane[1].build_block,
+        )
+        self.encoder = encoder_class(marks)
+        self.quarantine: list[Quarantine] = []
+        self._failure_written = False
+
+    @property
+    def failed(self) -> bool:
+        return self.assembler.state is AssemblerState.FAILED
+
+    @property
+    def relayed(self) -> bool:
+        """Whether any content reached the client (a retry is only allowed before that)."""
+        return self.assembler.relayed
+
+    def feed(self, data: bytes, *, generation: int | None = None) -> bytes:
+        lane = self._lane(self.generation if generation is None else generation)
+        try:
+            frames = lane[0].feed(data)
+        except TurngateError as exc:
+            return self._write(self._fail(exc, generation))
+        return self._frames(lane, frames, generation)
+
+    def finish(self) -> tuple[bytes, AssistantTurn | StreamFailed]:
+        lane = self._lane(self.generation)
+        out = self._frames(lane, lane[0].close(), None)
+        outcome = self.assembler.finish()
+        if isinstance(outcome, StreamFailed) and not self._failure_written:
+            self._failure_written = True
+            out += self.encoder.encode_failure(outcome)
+        return out, outcome
+
+    def restart(self, generation: int) -> bytes:
+        """A new attempt generation (a retry from the manifest bytes) takes over."""
+        self.generation = generation
+        lane = self._lane(generation)
+        self.assembler.builder = lane[1].build_block
+        self._failure_written = False
+        return self._write(self.assembler.activate(generation))
+
+    def _lane(self, generation: int) -> tuple[SSEDecoder, StreamDecoder]:
+        lane = self._lanes.get(generation)
+        if lane is None:
+            max_line, max_frame = self._limits
+            lane = (SSEDecoder(max_line=max_line, max_frame=max_frame), self._decoder_class())
+            self._lanes[generation] = lane
+        return lane
+
+    def _frames(
+        self, lane: tuple[SSEDecoder, StreamDecoder], frames: list[SSEFrame], generation: int | None
+    ) -> bytes:
+        out = bytearray()
+        feed = self.assembler.feed
+        for frame in frames:
+            try:
+                events = lane[1].decode(frame)
+            except TurngateError as exc:
+                out += self._write(self._fail(exc, generation))
+                break
+            for event in events:
+                out += self._write(feed(event, generation=generation))
+        return bytes(out)
+
+    def _fail(self, error: TurngateError, generation: int | None) -> list[Output]:
+        if generation is not None and generation != self.generation:
+            return []
+        return self.assembler.fail(error)
+
+    def _write(self, outputs: list[Output]) -> bytes:
+        if not outputs:
+            return b""
+        out = bytearray()
+        for output in outputs:
+            if isinstance(output, Quarantine):
+                self.quarantine.append(output)
+            elif isinstance(output, Failed):
+                self._failure_written = True
+            out += self.encoder.encode(output)
+        return bytes(out)

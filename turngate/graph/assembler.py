@@ -1,0 +1,653 @@
+"""The stream commit boundary: canonical events in, relay decisions out. Pure, no clock.
+
+``StreamAssembler.feed(event)`` returns what may reach the client now:
+
+- ``Preview``: text, reasoning and frames with no content of their own, relayed at once and
+  revocable;
+- ``Commit``: a block that is complete and valid. Tool-call arguments are buffered privately
+  and a call is committed only when its stop arrived, the JSON parses as one object, it
+  satisfies the tool's declared JSON Schema, and its call id is valid and unique in the turn;
+- ``Retract``: a previewed block that will never be canonical;
+- ``Quarantine``: an event of a generation that is no longer active (never relayed);
+- ``Complete``: the terminator arrived and every block is committed: the turn is canonical;
+- ``Failed``: the turn will never be canonical; the client gets the API's error event.
+
+``finish()`` at connection end returns the canonical ``AssistantTurn`` or the
+``StreamFailed`` error. Deltas are de-duplicated by (response handle, generation, block
+index, delta sequence): a delta at or below its block's highest sequence so far is dropped.
+The assembler's states and the signals that move it are the ``TRANSITIONS`` table; a signal
+the table does not allow in a state fails the turn (``stream_protocol``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, assert_never
+
+import orjson
+
+from turngate.errors import TurngateError, UpstreamProtocolError
+from turngate.graph.capabilities import Capabilities
+from turngate.graph.events import (
+    HELD_KINDS,
+    ArgsDelta,
+    BlockStart,
+    BlockStop,
+    CitationDelta,
+    Native,
+    OpaqueDelta,
+    ReasoningDelta,
+    ResponseStart,
+    SignatureDelta,
+    StreamDone,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    TurnEnd,
+    UsageEvent,
+)
+from turngate.graph.model import (
+    AnyBlock,
+    ApiName,
+    ReasoningBlock,
+    RefusalBlock,
+    ServerToolBlock,
+    TextBlock,
+    ToolCallBlock,
+    UnknownBlock,
+)
+from turngate.graph.schema_check import SCHEMAS, SchemaUnusable, ToolSchemas
+from turngate.graph.turn import AssistantTurn, Usage
+from turngate.graph.validator import DUPLICATE_CALL_ID, INCOMPLETE_ARGUMENTS, INVALID_CALL_ID
+
+STREAM_TRUNCATED = "stream_truncated"
+MISSING_STOP = "missing_stop"
+STREAM_PROTOCOL = "stream_protocol"
+UPSTREAM_ERROR = "upstream_error"
+SCHEMA_VIOLATION = "schema_violation"
+UNKNOWN_TOOL = "unknown_tool"
+ARGUMENTS_MISMATCH = "arguments_mismatch"
+UNKNOWN_KIND = "unknown_kind"
+
+# Builds the committed block from the block's final native object, the way the API's own
+# response parser does, so a streamed turn equals the same turn read whole. None: the
+# assembler's generic construction is used.
+BlockBuilder = Callable[[BlockStart, BlockStop, str, int], AnyBlock | None]
+
+# Any printable ASCII, no spaces, when the API states nothing stricter.
+_DEFAULT_CALL_ID = re.compile(r"[!-~]{1,256}")
+
+
+class AssemblerState(StrEnum):
+    AWAITING_START = "AWAITING_START"
+    STREAMING = "STREAMING"
+    # The stop reason arrived; waiting for the API's terminator.
+    ENDING = "ENDING"
+    # Terminator arrived and every block is committed: the turn is canonical.
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+
+class Signal(StrEnum):
+    START = "start"
+    BLOCK = "block"
+    # Usage and frames with no content of their own.
+    META = "meta"
+    TURN_END = "turn_end"
+    DONE = "done"
+    # The provider reported an error, or a block failed its checks.
+    ERROR = "error"
+    # The connection ended (APIs whose end *is* the connection close signal DONE instead).
+    EOF = "eof"
+
+
+A, G = AssemblerState, Signal
+
+TRANSITIONS: dict[tuple[AssemblerState, Signal], AssemblerState] = {
+    (A.AWAITING_START, G.START): A.STREAMING,
+    (A.AWAITING_START, G.META): A.AWAITING_START,
+    (A.AWAITING_START, G.ERROR): A.FAILED,
+    (A.AWAITING_START, G.EOF): A.FAILED,
+    (A.STREAMING, G.BLOCK): A.STREAMING,
+    (A.STREAMING, G.META): A.STREAMING,
+    (A.STREAMING, G.TURN_END): A.ENDING,
+    (A.STREAMING, G.ERROR): A.FAILED,
+    (A.STREAMING, G.EOF): A.FAILED,
+    (A.ENDING, G.META): A.ENDING,
+    (A.ENDING, G.DONE): A.COMPLETE,
+    (A.ENDING, G.ERROR): A.FAILED,
+    (A.ENDING, G.EOF): A.FAILED,
+}
+TERMINAL: frozenset[AssemblerState] = frozenset({A.COMPLETE, A.FAILED})
+
+
+class StreamFailed(UpstreamProtocolError):
+    """The turn will never be canonical. ``native``/``raw``: the provider's own error, if any."""
+
+    rule = STREAM_TRUNCATED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rule: str,
+        native: dict[str, Any] | None = None,
+        raw: bytes | None = None,
+        block_index: int | None = None,
+    ) -> None:
+        super().__init__(message, rule=rule)
+        self.native = native
+        self.raw = raw
+        self.block_index = block_index
+        self.retracted: tuple[Retract, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    event: StreamEvent
+    block_id: str | None = None
+    # The first preview of its block (where an explicit ``turngate.preview`` mark goes).
+    first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    block_id: str
+    index: int
+    block: AnyBlock
+    start: BlockStart
+    stop: BlockStop
+    # The block's events that were held back (held kinds), in arrival order.
+    held: tuple[StreamEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Retract:
+    block_id: str
+    index: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantine:
+    event: StreamEvent
+    generation: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    turn: AssistantTurn
+    # None when the API's end is the connection close (Gemini).
+    event: StreamDone | None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: StreamFailed
+
+
+Output = Preview | Commit | Retract | Quarantine | Complete | Failed
+
+
+@dataclass(slots=True)
+class _Block:
+    block_id: str
+    start: BlockStart
+    parts: list[str] = field(default_factory=list)
+    signature: list[str] = field(default_factory=list)
+    citations: list[Any] = field(default_factory=list)
+    held: list[StreamEvent] = field(default_factory=list)
+    stopped: bool = False
+    committed: bool = False
+    previewed: bool = False
+    block: AnyBlock | None = None
+
+
+class _Refused(Exception):
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.message = message
+
+
+class StreamAssembler:
+    def __init__(
+        self,
+        *,
+        api: ApiName,
+        tools: ToolSchemas | None = None,
+        generation: int = 1,
+        eof_terminates: bool = False,
+        capabilities: Capabilities | None = None,
+        builder: BlockBuilder | None = None,
+    ) -> None:
+        """``tools``: tool name -> parameters schema; None skips schema checks (not the JSON
+        check). ``eof_terminates``: the API has no terminator event, the connection close
+        after the stop reason ends the turn (Gemini). ``builder``: the API's own way to
+        build committed blocks from final native objects."""
+        self.api = api
+        self.builder = builder
+        self.tools = tools
+        self.generation = generation
+        self.eof_terminates = eof_terminates
+        self._id_max = capabilities.max_call_id_length if capabilities else None
+        pattern = capabilities.call_id_pattern if capabilities else None
+        self._id_pattern = re.compile(pattern) if pattern else _DEFAULT_CALL_ID
+        self.duplicates = 0
+        self.quarantined = 0
+        self.ignored = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.state = A.AWAITING_START
+        self.handle: str | None = None
+        self.model: str | None = None
+        self.stop_reason: str | None = None
+        self.usage: Usage | None = None
+        self.relayed = False
+        self._blocks: dict[int, _Block] = {}
+        self._call_ids: set[str] = set()
+        self._hwm: dict[int, int] = {}
+        self._turn: AssistantTurn | None = None
+        self._error: StreamFailed | None = None
+
+    # --- public -------------------------------------------------------------------------
+
+    def feed(self, event: StreamEvent, *, generation: int | None = None) -> list[Output]:
+        if generation is not None and generation != self.generation:
+            self.quarantined += 1
+            reason = f"generation {generation} is not the active generation {self.generation}"
+            return [Quarantine(event, generation, reason)]
+        if self.state is A.COMPLETE:
+            self.quarantined += 1
+            return [Quarantine(event, self.generation, "event after the stream's terminator")]
+        if self.state is A.FAILED:
+            self.ignored += 1
+            return []
+        if event.seq is not None and self._duplicate(event, event.seq):
+            self.duplicates += 1
+            return []
+        try:
+            outputs = self._dispatch(event)
+        except _Refused as refused:
+            return self._fail(StreamFailed(refused.message, rule=refused.rule))
+        if not self.relayed:
+            self.relayed = any(isinstance(o, Preview | Commit) for o in outputs)
+        return outputs
+
+    def fail(self, error: TurngateError) -> list[Output]:
+        """Fail the turn from outside (a decoder error, a policy decision)."""
+        if self.state in TERMINAL:
+            return []
+        if not isinstance(error, StreamFailed):
+            wrapped = StreamFailed(error.message, rule=error.rule)
+            wrapped.__cause__ = error
+            error = wrapped
+        return self._fail(error)
+
+    def finish(self) -> AssistantTurn | StreamFailed:
+        """The connection ended: the canonical turn, or why there is none."""
+        if self._turn is not None:
+            return self._turn
+        if self._error is not None:
+            return self._error
+        if self.state is A.ENDING and self.eof_terminates:
+            self._advance(G.DONE)
+            try:
+                return self._complete().turn
+            except _Refused as refused:
+                self._fail(StreamFailed(refused.message, rule=refused.rule))
+                assert self._error is not None
+                return self._error
+        if self.state is A.ENDING:
+            message = "stream ended after its stop reason but without its terminator"
+        elif self.state is A.STREAMING:
+            open_blocks = [i for i, b in self._blocks.items() if not b.stopped]
+            message = f"stream ended mid-turn (open blocks: {open_blocks or 'none'})"
+        else:
+            message = "stream ended before the response started"
+        self._fail(StreamFailed(message, rule=STREAM_TRUNCATED))
+        assert self._error is not None
+        return self._error
+
+    def activate(self, generation: int) -> list[Output]:
+        """Start over for a new attempt generation; events of the old one are quarantined."""
+        retracts = self._retracts("superseded by a new attempt generation")
+        self.generation = generation
+        self._reset()
+        return list(retracts)
+
+    @property
+    def committed(self) -> list[AnyBlock]:
+        return [b.block for b in self._sorted() if b.block is not None]
+
+    # --- dispatch -----------------------------------------------------------------------
+
+    def _dispatch(self, event: StreamEvent) -> list[Output]:
+        match event:
+            case ResponseStart():
+                return self._start(event)
+            case BlockStart():
+                self._advance(G.BLOCK)
+                return self._block_start(event)
+            case (
+                TextDelta()
+                | ArgsDelta()
+                | ReasoningDelta()
+                | SignatureDelta()
+                | CitationDelta()
+                | OpaqueDelta()
+            ):
+                self._advance(G.BLOCK)
+                return self._delta(event)
+            case BlockStop():
+                self._advance(G.BLOCK)
+                return self._block_stop(event)
+            case UsageEvent():
+                self._advance(G.META)
+                self.usage = _merge_usage(self.usage, event.usage)
+                return [Preview(event)]
+            case Native():
+                self._advance(G.META)
+                block = self._blocks.get(event.index) if event.index is not None else None
+                if block is not None and block.start.kind in HELD_KINDS and not block.stopped:
+                    block.held.append(event)
+                    return []
+                return [Preview(event)]
+            case TurnEnd():
+                self._advance(G.TURN_END)
+                open_blocks = [i for i, b in self._blocks.items() if not b.stopped]
+                if open_blocks:
+                    raise _Refused(
+                        MISSING_STOP,
+                        f"the turn ended ({event.stop_reason}) while blocks {open_blocks} "
+                        "never received their stop",
+                    )
+                self.stop_reason = event.stop_reason
+                return [Preview(event)]
+            case StreamDone():
+                self._advance(G.DONE)
+                return [self._complete(event)]
+            case StreamError():
+                return self._fail(
+                    StreamFailed(
+                        f"upstream error: {event.message}",
+                        rule=UPSTREAM_ERROR,
+                        native=event.native,
+                        raw=event.raw,
+                    )
+                )
+            case _:
+                assert_never(event)
+
+    def _advance(self, signal: Signal) -> None:
+        following = TRANSITIONS.get((self.state, signal))
+        if following is None:
+            raise _Refused(STREAM_PROTOCOL, f"'{signal}' is not allowed while {self.state}")
+        self.state = following
+
+    def _duplicate(self, event: StreamEvent, seq: int) -> bool:
+        index = getattr(event, "index", None)
+        scope = -1 if index is None else index
+        high = self._hwm.get(scope)
+        if high is not None and seq <= high:
+            return True
+        self._hwm[scope] = seq
+        return False
+
+    def _start(self, event: ResponseStart) -> list[Output]:
+        if self.state is not A.AWAITING_START:
+            raise _Refused(STREAM_PROTOCOL, "a second response started in the same attempt")
+        self._advance(G.START)
+        self.handle = event.handle
+        self.model = event.model
+        return [Preview(event)]
+
+    def _block_start(self, event: BlockStart) -> list[Output]:
+        if event.index in self._blocks:
+            raise _Refused(STREAM_PROTOCOL, f"block {event.index} started twice")
+        block = _Block(block_id=f"g{self.generation}.b{event.index}", start=event)
+        self._blocks[event.index] = block
+        if event.kind in HELD_KINDS:
+            block.held.append(event)
+            return []
+        block.previewed = True
+        return [Preview(event, block.block_id, first=True)]
+
+    def _open(self, index: int) -> _Block:
+        block = self._blocks.get(index)
+        if block is None:
+            raise _Refused(STREAM_PROTOCOL, f"block {index} got an event before its start")
+        if block.stopped:
+            raise _Refused(STREAM_PROTOCOL, f"block {index} got an event after its stop")
+        return block
+
+    def _delta(
+        self,
+        event: TextDelta
+        | ArgsDelta
+        | ReasoningDelta
+        | SignatureDelta
+        | CitationDelta
+        | OpaqueDelta,
+    ) -> list[Output]:
+        block = self._open(event.index)
+        kind = block.start.kind
+        match event:
+            case TextDelta() if kind in ("text", "refusal"):
+                block.parts.append(event.text)
+            case CitationDelta() if kind == "text":
+                block.citations.append(event.citation)
+            case ArgsDelta() if kind in ("tool_call", "server_tool"):
+                block.parts.append(event.fragment)
+            case ReasoningDelta() if kind == "reasoning":
+                block.parts.append(event.text)
+            case SignatureDelta() if kind == "reasoning":
+                block.signature.append(event.signature)
+            case OpaqueDelta() if kind == "unknown":
+                pass
+            case OpaqueDelta():
+                raise _Refused(
+                    UNKNOWN_KIND, f"block {event.index} ({kind}) got a delta of an unknown kind"
+                )
+            case _:
+                raise _Refused(
+                    STREAM_PROTOCOL,
+                    f"block {event.index} ({kind}) got a {type(event).__name__}",
+                )
+        if kind in HELD_KINDS:
+            block.held.append(event)
+            return []
+        first = not block.previewed
+        block.previewed = True
+        return [Preview(event, block.block_id, first=first)]
+
+    def _block_stop(self, event: BlockStop) -> list[Output]:
+        block = self._open(event.index)
+        block.stopped = True
+        built = self._build(block, event)
+        block.block = built
+        block.committed = True
+        held = tuple(block.held)
+        if held:
+            held += (event,)
+        block.held = []
+        return [Commit(block.block_id, event.index, built, block.start, event, held)]
+
+    def _complete(self, event: StreamDone | None = None) -> Complete:
+        uncommitted = [i for i, b in self._blocks.items() if not b.committed]
+        if uncommitted:
+            raise _Refused(MISSING_STOP, f"blocks {uncommitted} were never committed")
+        assert self.stop_reason is not None
+        self._turn = AssistantTurn(
+            handle=self.handle,
+            model=self.model,
+            blocks=tuple(self.committed),
+            stop_reason=self.stop_reason,
+            usage=self.usage,
+        )
+        return Complete(self._turn, event)
+
+    def _fail(self, error: StreamFailed) -> list[Output]:
+        error.retracted = self._retracts(error.rule)
+        self.state = A.FAILED
+        self._error = error
+        return [Failed(error)]
+
+    def _retracts(self, reason: str) -> tuple[Retract, ...]:
+        return tuple(
+            Retract(b.block_id, b.start.index, reason)
+            for b in self._sorted()
+            if b.previewed or b.committed
+        )
+
+    def _sorted(self) -> list[_Block]:
+        return [self._blocks[i] for i in sorted(self._blocks)]
+
+    # --- building and checking blocks ---------------------------------------------------
+
+    def _build(self, block: _Block, stop: BlockStop) -> AnyBlock:
+        start = block.start
+        built = None
+        if self.builder is not None:
+            built = self.builder(start, stop, block.block_id, start.index)
+        if built is None:
+            built = self._generic(block, stop)
+        if isinstance(built, ToolCallBlock):
+            self._check_call(built, start)
+        elif start.kind == "tool_call":
+            raise _Refused(
+                STREAM_PROTOCOL, f"block {start.index} is a tool call the API could not read"
+            )
+        return built
+
+    def _generic(self, block: _Block, stop: BlockStop) -> AnyBlock:
+        start = block.start
+        attrs = {**start.attrs, **stop.attrs} if stop.attrs else dict(start.attrs)
+        common: dict[str, Any] = {
+            "id": block.block_id,
+            "role": "assistant",
+            "order": start.index,
+            "trust": "untrusted",
+        }
+        kind = start.kind
+        if kind == "text":
+            if block.citations:
+                attrs["citations"] = list(block.citations)
+            return TextBlock(text="".join(block.parts), attrs=attrs, **common)
+        if kind == "refusal":
+            return RefusalBlock(text="".join(block.parts), attrs=attrs, **common)
+        if kind == "reasoning":
+            return ReasoningBlock(
+                provider=self.api,
+                text="".join(block.parts),
+                signature="".join(block.signature) or None,
+                payload=stop.payload if stop.payload is not None else start.payload,
+                redacted=start.redacted,
+                attrs=attrs,
+                **common,
+            )
+        if kind == "tool_call":
+            arguments = self._arguments(block, stop)
+            return ToolCallBlock(
+                call_id=start.call_id or "",
+                name=start.name or "",
+                arguments=arguments,
+                argument_state="complete",
+                tool_type=start.tool_type,
+                attrs=attrs,
+                **common,
+            )
+        if kind == "server_tool":
+            arguments = self._arguments(block, stop)
+            if arguments.strip():
+                attrs["input"] = _json_object(arguments, start.call_id, start.name)
+            return ServerToolBlock(
+                provider=self.api,
+                name=start.name or start.native_type or "",
+                phase=start.phase,
+                call_id=start.call_id,
+                attrs=attrs,
+                **common,
+            )
+        if kind == "unknown":
+            return UnknownBlock(native_type=start.native_type or "unknown", attrs=attrs, **common)
+        assert_never(kind)
+
+    def _arguments(self, block: _Block, stop: BlockStop) -> str:
+        streamed = "".join(block.parts)
+        if stop.arguments is None:
+            return streamed
+        if streamed and streamed != stop.arguments:
+            raise _Refused(
+                ARGUMENTS_MISMATCH,
+                f"block {stop.index}: the streamed arguments differ from the final ones",
+            )
+        return stop.arguments
+
+    def _check_call(self, call: ToolCallBlock, start: BlockStart) -> None:
+        """Only a complete, valid call with a valid, unique id is ever committed."""
+        name = call.name
+        if not name:
+            raise _Refused(STREAM_PROTOCOL, f"tool call in block {start.index} has no name")
+        if call.argument_state != "complete":
+            raise _Refused(
+                INCOMPLETE_ARGUMENTS,
+                f"tool call '{call.call_id}' ({name}) arguments are incomplete",
+            )
+        if call.tool_type == "function":
+            value = _json_object(call.arguments, call.call_id, name)
+            if self.tools is not None:
+                if name not in self.tools:
+                    raise _Refused(
+                        UNKNOWN_TOOL,
+                        f"tool call '{call.call_id}' names '{name}', a tool the request "
+                        "does not declare",
+                    )
+                try:
+                    problem = SCHEMAS.check(self.tools[name], value)
+                except SchemaUnusable as exc:
+                    raise _Refused(exc.rule, f"tool '{name}': {exc.message}") from exc
+                if problem is not None:
+                    raise _Refused(
+                        SCHEMA_VIOLATION,
+                        f"tool call '{call.call_id}' ({name}) arguments break the tool's "
+                        f"schema: {problem}",
+                    )
+        call_id = call.call_id
+        if not self._id_pattern.fullmatch(call_id) or (
+            self._id_max is not None and len(call_id) > self._id_max
+        ):
+            raise _Refused(
+                INVALID_CALL_ID, f"tool call in block {start.index} has an invalid id {call_id!r}"
+            )
+        if call_id in self._call_ids:
+            raise _Refused(DUPLICATE_CALL_ID, f"tool call id '{call_id}' is used twice in a turn")
+        self._call_ids.add(call_id)
+
+
+def _json_object(arguments: str, call_id: str | None, name: str | None) -> dict[str, Any]:
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise _Refused(
+            INCOMPLETE_ARGUMENTS,
+            f"tool call '{call_id}' ({name}) arguments are not one complete JSON object",
+        )
+    return value
+
+
+def _merge_usage(old: Usage | None, new: Usage) -> Usage:
+    if old is None:
+        return new
+    return Usage(
+        input_tokens=new.input_tokens if new.input_tokens is not None else old.input_tokens,
+        output_tokens=new.output_tokens if new.output_tokens is not None else old.output_tokens,
+        total_tokens=new.total_tokens if new.total_tokens is not None else old.total_tokens,
+    )
