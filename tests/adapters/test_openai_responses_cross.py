@@ -268,12 +268,6 @@ def test_responses_fixture_renders_to_chat_or_is_refused_naming_what(path: Path)
     COUNTS["openai_responses fixtures rendered to openai_chat"] += 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="openai_chat/foreign.py renders each assistant Message as its own Chat message; "
-    "Responses gives one Message per item, so a parallel turn needs the run merged into one "
-    "assistant message with both tool_calls (reported to the Chat adapter's owner)",
-)
 def test_parallel_calls_go_responses_to_chat_and_back_unchanged() -> None:
     body = {
         "model": "gpt-5",

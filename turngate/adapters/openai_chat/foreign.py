@@ -7,6 +7,7 @@ Chat cannot carry was refused by ``fit_to`` before we get here.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from turngate.adapters.openai_chat.request import data_url
@@ -19,6 +20,7 @@ from turngate.graph.model import (
     ImageBlock,
     Message,
     MessageSequence,
+    Normalization,
     RefusalBlock,
     TextBlock,
     ToolCallBlock,
@@ -29,7 +31,7 @@ from turngate.graph.normalize import fit_to, result_text
 
 
 def render_foreign(seq: MessageSequence, caps: Capabilities) -> dict[str, Any]:
-    fitted = fit_to(seq, caps)
+    fitted = merge_assistant_runs(fit_to(seq, caps))
     body: dict[str, Any] = {"model": seq.model or ""}
     body["messages"] = [_message(m) for m in fitted.messages]
     if fitted.tools:
@@ -39,6 +41,31 @@ def render_foreign(seq: MessageSequence, caps: Capabilities) -> dict[str, Any]:
     if seq.stream:
         body["stream"] = True
     return body
+
+
+def merge_assistant_runs(seq: MessageSequence) -> MessageSequence:
+    """One Chat assistant message per turn: APIs with one item per call (Responses) give runs.
+
+    The blocks stay separate (content parts and tool calls), so nothing is joined into text.
+    """
+    merged: list[Message] = []
+    notes = list(seq.normalizations)
+    for message in seq.messages:
+        previous = merged[-1] if merged else None
+        if previous is not None and previous.role == "assistant" == message.role:
+            merged[-1] = dataclasses.replace(previous, blocks=previous.blocks + message.blocks)
+            notes.extend(
+                Normalization(
+                    rule="assistant_turn_merged",
+                    block_id=block.id,
+                    detail=f"block from {message.location} joins the assistant message at "
+                    f"{previous.location}; Chat carries one assistant message per turn",
+                )
+                for block in message.blocks
+            )
+        else:
+            merged.append(message)
+    return dataclasses.replace(seq, messages=tuple(merged), normalizations=tuple(notes))
 
 
 def _message(message: Message) -> dict[str, Any]:
