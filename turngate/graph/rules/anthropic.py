@@ -128,6 +128,8 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
 def _empty_texts(block: AnyBlock) -> Iterator[TextBlock]:
     if isinstance(block, TextBlock) and block.text == "":
         yield block
+    # ``$content: string`` is the adapter's note that the result was sent as a plain string:
+    # an empty string there is an empty result, not an empty text block.
     elif isinstance(block, ToolResultBlock) and block.attrs.get("$content") != "string":
         for part in block.content:
             if isinstance(part, TextBlock) and part.text == "":
