@@ -63,6 +63,11 @@ class SecretFilter(logging.Filter):
 class AccessLogger(AbstractAccessLogger):
     """One line per request; never headers, never a credential query value."""
 
+    @property
+    def enabled(self) -> bool:
+        # aiohttp skips ``log`` entirely when this is False (e.g. --log-level warning).
+        return self.logger.isEnabledFor(logging.INFO)
+
     def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
         operation = response.headers.get("Turngate-Operation-Id", "-")
         rejection = response.headers.get("Turngate-Rejection")

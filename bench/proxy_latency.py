@@ -1,0 +1,259 @@
+"""What turngate adds to a request, against a bare aiohttp pass-through, same machine, same run.
+
+Run: .venv/bin/python -m bench proxy     (or: -m bench.proxy_latency [--quick])
+
+Three processes, each started here: the fake upstream (a canned Chat completion), a bare
+aiohttp pass-through proxy (read the body, POST it upstream on a shared session, return
+the answer), and `turngate serve`. The two proxies are pinned to one core, the upstream
+and this load generator to the other (os.sched_setaffinity), and measured one at a time:
+direct to the upstream, through the bare proxy, through turngate (SQLite state, the
+default, and memory://). Bodies are valid tool-heavy Chat conversations of about 10 KB
+and 150 KB. Concurrency 1 gives p50/p99 latency; concurrency 32 gives requests per second.
+
+Printed ratios (targets from the issue): turngate's added p50 latency over the bare
+pass-through's added latency (<= 1.5x), and turngate's throughput at 32 over the bare
+pass-through's (>= 80%).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from bench.graph_roundtrip import tool_heavy_request
+
+CHAT = "/v1/chat/completions"
+ANSWER = orjson.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "Revenue is flat; churn is up 2%."},
+            }
+        ],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 12, "total_tokens": 1012},
+    }
+)
+PROXY_CORE, LOAD_CORE = 1, 0
+
+
+# -- the three servers -----------------------------------------------------------------
+
+
+def run_upstream(port: int) -> None:
+    async def answer(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=ANSWER, content_type="application/json")
+
+    app = web.Application(client_max_size=1 << 26)
+    app.router.add_post(CHAT, answer)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+def run_bare(port: int, upstream: str) -> None:
+    session_key = web.AppKey("session", aiohttp.ClientSession)
+
+    async def session_ctx(app: web.Application) -> Any:
+        app[session_key] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        yield
+        await app[session_key].close()
+
+    async def forward(request: web.Request) -> web.Response:
+        body = await request.read()
+        headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
+        async with request.app[session_key].post(
+            upstream + CHAT, data=body, headers=headers
+        ) as resp:
+            data = await resp.read()
+            return web.Response(status=resp.status, body=data, content_type=resp.content_type)
+
+    app = web.Application(client_max_size=1 << 26)
+    app.cleanup_ctx.append(session_ctx)
+    app.router.add_post("/openai" + CHAT, forward)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start(command: list[str], core: int) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.sched_setaffinity(process.pid, {core})
+    return process
+
+
+async def wait_ready(url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(200):
+            try:
+                async with session.get(url) as resp:
+                    await resp.read()
+                    return
+            except aiohttp.ClientConnectionError:
+                await asyncio.sleep(0.05)
+    raise RuntimeError(f"{url} did not start")
+
+
+# -- load ------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    p50_ms: float
+    p99_ms: float
+    rps: float
+
+
+async def latency(session: aiohttp.ClientSession, url: str, body: bytes, n: int) -> list[float]:
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
+    times = []
+    for _ in range(n):
+        start_at = time.perf_counter()
+        async with session.post(url, data=body, headers=headers) as resp:
+            await resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"{url}: HTTP {resp.status}: {(await resp.read())[:300]!r}")
+        times.append(time.perf_counter() - start_at)
+    return times
+
+
+async def throughput(url: str, body: bytes, concurrency: int, seconds: float) -> float:
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            async with session.post(url, data=body, headers=headers) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"{url}: HTTP {resp.status}")
+            done += 1
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+        return done / (time.perf_counter() - started)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(url: str, body: bytes, *, n: int, seconds: float) -> Result:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+        await latency(session, url, body, max(20, n // 10))
+        times = await latency(session, url, body, n)
+    rps = await throughput(url, body, 32, seconds)
+    return Result(percentile(times, 0.5) * 1000, percentile(times, 0.99) * 1000, rps)
+
+
+def body_of(target_bytes: int) -> bytes:
+    messages = 20 if target_bytes < 50_000 else 200
+    return orjson.dumps(tool_heavy_request(messages=messages, target_bytes=target_bytes))
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+async def run(quick: bool) -> None:
+    os.sched_setaffinity(0, {LOAD_CORE})
+    ports = {name: free_port() for name in ("upstream", "bare", "turngate", "turngate-mem")}
+    upstream = f"http://127.0.0.1:{ports['upstream']}"
+    me = [sys.executable, "-m", "bench.proxy_latency"]
+    state = Path(tempfile.mkdtemp(prefix="turngate-bench-")) / "state.db"
+    serve = [sys.executable, "-m", "turngate.cli", "serve", "--log-level", "warning"]
+    serve += ["--upstream-openai", upstream]
+    processes = [
+        start([*me, "upstream", str(ports["upstream"])], LOAD_CORE),
+        start([*me, "bare", str(ports["bare"]), upstream], PROXY_CORE),
+        start(
+            [*serve, "--port", str(ports["turngate"]), "--state", f"sqlite://{state}"],
+            PROXY_CORE,
+        ),
+        start(
+            [*serve, "--port", str(ports["turngate-mem"]), "--state", "memory://"],
+            PROXY_CORE,
+        ),
+    ]
+    try:
+        await wait_ready(upstream + "/")
+        await wait_ready(f"http://127.0.0.1:{ports['bare']}/")
+        await wait_ready(f"http://127.0.0.1:{ports['turngate']}/healthz")
+        await wait_ready(f"http://127.0.0.1:{ports['turngate-mem']}/healthz")
+        targets = {
+            "direct": upstream + CHAT,
+            "bare pass-through": f"http://127.0.0.1:{ports['bare']}/openai{CHAT}",
+            "turngate (sqlite)": f"http://127.0.0.1:{ports['turngate']}/openai{CHAT}",
+            "turngate (memory)": f"http://127.0.0.1:{ports['turngate-mem']}/openai{CHAT}",
+        }
+        n, seconds = (200, 2.0) if quick else (1000, 5.0)
+        print(f"cores: proxies on {PROXY_CORE}, upstream + load on {LOAD_CORE}; n={n}, {seconds}s")
+        for size in (10_000, 150_000):
+            body = body_of(size)
+            results = {
+                name: await measure(url, body, n=n, seconds=seconds)
+                for name, url in targets.items()
+            }
+            report(len(body), results)
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(30)
+
+
+def report(size: int, results: dict[str, Result]) -> None:
+    print(f"\nbody {size / 1000:.0f} KB")
+    print(f"{'':<20}{'p50 ms':>9}{'p99 ms':>9}{'req/s @32':>11}")
+    for name, r in results.items():
+        print(f"{name:<20}{r.p50_ms:9.2f}{r.p99_ms:9.2f}{r.rps:11.0f}")
+    direct, bare = results["direct"], results["bare pass-through"]
+    bare_added = bare.p50_ms - direct.p50_ms
+    for name in ("turngate (sqlite)", "turngate (memory)"):
+        ours = results[name]
+        added = ours.p50_ms - direct.p50_ms
+        print(
+            f"{name}: added p50 {added:.2f} ms vs bare {bare_added:.2f} ms = "
+            f"{added / bare_added:.2f}x (target <= 1.5x); throughput "
+            f"{ours.rps / bare.rps:.0%} of bare (target >= 80%)"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "upstream":
+        run_upstream(int(args[1]))
+    elif args and args[0] == "bare":
+        run_bare(int(args[1]), args[2])
+    else:
+        asyncio.run(run(quick="--quick" in args))
+
+
+if __name__ == "__main__":
+    main()
