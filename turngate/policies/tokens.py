@@ -1,0 +1,197 @@
+"""Counting the tokens of a final rendered request body, offline.
+
+What is counted is the body as it will be sent, whatever the API:
+
+- every string value and every object key, with the model's encoding (toktok-rs, exact
+  o200k_base / cl100k_base); the provider's own chat template replaces the JSON keys with its
+  role markers, which cost about as much;
+- 1 token per object and per number, boolean or null (structure; independent of the value, so
+  changing ``max_tokens`` does not change the count);
+- media by estimate (``MediaEstimates``): a fixed charge per image, and for audio, video and
+  files the larger of a fixed charge and the decoded size of inline data divided by a rate;
+- opaque payloads: Anthropic's thinking ``signature`` only vouches for the thinking text beside
+  it and costs 0; encrypted reasoning carried back (Responses ``encrypted_content``, Anthropic
+  ``redacted_thinking.data``, Gemini ``thoughtSignature``, which Gemini does bill as input) is
+  charged by decoded size;
+- once per request that defines tools, the model entry's ``tool_overhead_tokens``.
+
+For an estimate (``counting: estimate``) the text and structure tokens are multiplied by the
+entry's ``factor`` (rounded up).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import toktok  # type: ignore[import-untyped]
+
+from turngate.policies.config import Encoding, MediaEstimates, ModelEntry
+
+MediaKind = Literal["image", "audio", "video", "file"]
+
+_IMAGE_TYPES = frozenset({"image_url", "input_image", "image"})
+_AUDIO_TYPES = frozenset({"input_audio"})
+_FILE_TYPES = frozenset({"file", "input_file", "container_upload", "document"})
+# Anthropic documents whose source is text are counted as text.
+_TEXT_SOURCES = frozenset({"text", "content"})
+_GEMINI_MEDIA_KEYS = frozenset({"inlineData", "inline_data", "fileData", "file_data"})
+# Opaque payloads that stand for model input (reasoning) and are charged by decoded size.
+_ENCRYPTED_KEYS = frozenset({"encrypted_content", "thoughtSignature", "thought_signature"})
+# A long run of base64 (or a data: URL) where no known field says what it is: binary, not text.
+_BINARY = re.compile(r"(?:data:[\w.+-]+/[\w.+-]+;base64,)?[A-Za-z0-9+/_-]{1024,}={0,2}")
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    text: int
+    structure: int
+    media: int
+    encrypted: int
+    tool_overhead: int
+    factor: float
+    counting: Literal["exact", "estimate"]
+
+    @property
+    def total(self) -> int:
+        scaled = math.ceil((self.text + self.structure) * self.factor - 1e-9)
+        return scaled + self.media + self.encrypted + self.tool_overhead
+
+    @property
+    def estimated(self) -> bool:
+        return self.counting == "estimate"
+
+
+def count_request(body: Mapping[str, Any], entry: ModelEntry, media: MediaEstimates) -> TokenCount:
+    """The tokens of ``body`` (the final rendered request) for the model ``entry`` describes."""
+    walk = _Walk(media)
+    walk.visit(body, None)
+    tools = body.get("tools")
+    return TokenCount(
+        text=sum(count_texts(walk.texts, entry.encoding)),
+        structure=walk.structure,
+        media=walk.media,
+        encrypted=walk.encrypted,
+        tool_overhead=entry.tool_overhead_tokens if isinstance(tools, list) and tools else 0,
+        factor=entry.factor if entry.counting == "estimate" else 1.0,
+        counting=entry.counting,
+    )
+
+
+def count_texts(texts: list[str], encoding: Encoding) -> list[int]:
+    """Exact token counts of ``texts`` in an OpenAI encoding (special tokens count as text)."""
+    if not texts:
+        return []
+    counts: list[int] = toktok.batch_count(texts, encoding)
+    return counts
+
+
+class _Walk:
+    def __init__(self, media: MediaEstimates) -> None:
+        self.estimates = media
+        self.texts: list[str] = []
+        self.structure = 0
+        self.media = 0
+        self.encrypted = 0
+
+    def visit(self, value: Any, key: str | None) -> None:
+        if isinstance(value, dict):
+            self._object(value, key)
+        elif isinstance(value, list):
+            for item in value:
+                self.visit(item, key)
+        elif isinstance(value, str):
+            if len(value) >= 1024 and _BINARY.fullmatch(value):
+                self.media += self._media_tokens("file", value)
+            else:
+                self.texts.append(value)
+        else:
+            self.structure += 1
+
+    def _object(self, obj: dict[str, Any], key: str | None) -> None:
+        self.structure += 1
+        kind = media_kind(obj, key)
+        if kind is not None:
+            self.media += self._media_tokens(kind, obj)
+            return
+        block_type = obj.get("type")
+        for name, value in obj.items():
+            self.texts.append(name)
+            if isinstance(value, str) and _is_signature(name, block_type):
+                continue
+            if isinstance(value, str) and _is_encrypted(name, block_type):
+                self.encrypted += math.ceil(
+                    decoded_size(value) / self.estimates.encrypted_bytes_per_token
+                )
+                continue
+            self.visit(value, name)
+
+    def _media_tokens(self, kind: MediaKind, item: Any) -> int:
+        estimates = self.estimates
+        inline = decoded_size(_longest_string(item))
+        if kind == "image":
+            return estimates.image_tokens
+        if kind == "audio":
+            return max(estimates.audio_tokens, inline // estimates.audio_bytes_per_token)
+        if kind == "video":
+            return max(estimates.video_tokens, inline // estimates.video_bytes_per_token)
+        return max(estimates.file_tokens, inline // estimates.file_bytes_per_token)
+
+
+def media_kind(obj: Mapping[str, Any], key: str | None) -> MediaKind | None:
+    """What kind of media an object of the rendered body is, if it is one."""
+    block_type = obj.get("type")
+    if block_type in _IMAGE_TYPES:
+        return "image"
+    if block_type in _AUDIO_TYPES:
+        return "audio"
+    if block_type in _FILE_TYPES:
+        source = obj.get("source")
+        if isinstance(source, dict) and source.get("type") in _TEXT_SOURCES:
+            return None
+        return "file"
+    if key in _GEMINI_MEDIA_KEYS:
+        mime = obj.get("mimeType", obj.get("mime_type"))
+        if isinstance(mime, str):
+            if mime.startswith("image/"):
+                return "image"
+            if mime.startswith("audio/"):
+                return "audio"
+            if mime.startswith("video/"):
+                return "video"
+            return "file"
+    return None
+
+
+def _is_signature(name: str, block_type: object) -> bool:
+    # Anthropic's thinking signature only vouches for the thinking text beside it.
+    return name == "signature" and block_type == "thinking"
+
+
+def _is_encrypted(name: str, block_type: object) -> bool:
+    return name in _ENCRYPTED_KEYS or (name == "data" and block_type == "redacted_thinking")
+
+
+def decoded_size(value: str) -> int:
+    """Bytes of base64 ``value`` (a data: URL's payload included) once decoded."""
+    if value.startswith("data:"):
+        value = value.partition(",")[2]
+    return len(value) * 3 // 4
+
+
+def _longest_string(value: Any) -> str:
+    best = ""
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            if len(current) > len(best):
+                best = current
+        elif isinstance(current, dict):
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return best
