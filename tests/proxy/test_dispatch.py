@@ -15,7 +15,7 @@ from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, fixture_p
 from tests.graph.test_validator_table import TABLE
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import JSON, operation, post, states
+from tests.proxy.helpers import CHAT_ANSWER, JSON, operation, post, states
 from tests.proxy.stack import Stack
 from turngate.graph.codec import digest_bytes
 from turngate.proxy.upstream import UpstreamTimeouts
@@ -258,3 +258,105 @@ async def test_concurrent_dispatches_of_one_revision_send_exactly_once(stack: St
     results = await asyncio.gather(*(post(stack, CHAT, raw, conversation) for _ in range(8)))
     assert sorted(status for status, _h, _b in results) == [200] + [409] * 7
     assert len(stack.upstream.received) == 1
+
+
+def _chat_call(answer: dict[str, Any]) -> dict[str, Any]:
+    call: dict[str, Any] = answer["choices"][0]["message"]["tool_calls"][0]["function"]
+    return call
+
+
+def _responses_call(answer: dict[str, Any]) -> dict[str, Any]:
+    call: dict[str, Any] = answer["output"][0]
+    return call
+
+
+def _anthropic_call(answer: dict[str, Any]) -> dict[str, Any]:
+    call: dict[str, Any] = answer["content"][1]
+    return call
+
+
+def _gemini_call(answer: dict[str, Any]) -> dict[str, Any]:
+    call: dict[str, Any] = answer["candidates"][0]["content"]["parts"][0]["functionCall"]
+    return call
+
+
+# (route, recorded exchange with tool calls, the first call, arguments that break its schema)
+TOOL_ANSWERS = [
+    pytest.param(CHAT, TOOL_CALLS, _chat_call, ("arguments", '{"path": 7}'), id="openai_chat"),
+    pytest.param(
+        "/openai/v1/responses",
+        "openai-responses/pai-nonstream-function-call",
+        _responses_call,
+        ("arguments", '{"country": 7}'),
+        id="openai_responses",
+    ),
+    pytest.param(
+        "/anthropic/v1/messages",
+        "anthropic/pai-nonstream-4-parallel-tool-use",
+        _anthropic_call,
+        ("input", {"name": 7}),
+        id="anthropic",
+    ),
+    pytest.param(
+        "/gemini/v1beta/models/gemini-3-flash-preview:generateContent",
+        "gemini/pai-nonstream-3-parallel-function-calls",
+        _gemini_call,
+        ("args", {"unexpected": 1}),
+        id="gemini",
+    ),
+]
+
+
+@pytest.mark.parametrize("break_by", ["arguments", "tool name"])
+@pytest.mark.parametrize(("path", "stem", "first_call", "bad_arguments"), TOOL_ANSWERS)
+async def test_every_api_refuses_an_answer_whose_tool_call_is_invalid(
+    stack: Stack,
+    path: str,
+    stem: str,
+    first_call: Any,
+    bad_arguments: tuple[str, Any],
+    break_by: str,
+):
+    answer = copy.deepcopy(load_json(FIXTURES_DIR / (stem + ".json")))
+    assert isinstance(answer, dict)
+    call = first_call(answer)
+    if break_by == "arguments":
+        call[bad_arguments[0]] = bad_arguments[1]
+    else:
+        call["name"] = "format_disk"
+    stack.upstream.reply(Reply.json(answer))
+    status, headers, body = await post(stack, path, fixture_bytes(stem + ".request.json"))
+    assert status == 502
+    assert headers["Turngate-Rejection"] == "invalid_tool_call"
+    assert b"invalid_tool_call" in body
+    # Nothing of the answer reaches the client, not even its handle.
+    handle = answer.get("id") or answer.get("responseId")
+    assert isinstance(handle, str)
+    assert handle.encode() not in body
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    assert record["state"] == "FAILED"
+    # The unchanged recorded answer, by contrast, is committed.
+    stack.upstream.reply(Reply.fixture(stem + ".json"))
+    assert (await post(stack, path, fixture_bytes(stem + ".request.json")))[0] == 200
+
+
+async def test_shadow_mode_sends_the_original_bytes_of_an_invalid_sequence(
+    make_stack: StackFactory, caplog: pytest.LogCaptureFixture
+):
+    stack = await make_stack(mode="shadow")
+    stack.upstream.reply(CHAT_ANSWER)
+    _name, request_body, _verdict, rule = TABLE[0]
+    raw = orjson.dumps(request_body)
+    status, headers, _body = await post(stack, CHAT, raw)
+    assert status == 200
+    assert stack.upstream.received[0].body == raw
+    assert "Turngate-Rejection" not in headers
+    assert any(rule in r.getMessage() and "shadow" in r.getMessage() for r in caplog.records)
+
+
+async def test_enforce_no_tools_refuses_invalid_sequences_like_enforce(make_stack: StackFactory):
+    stack = await make_stack(mode="enforce-no-tools")
+    _name, request_body, _verdict, rule = TABLE[0]
+    status, headers, _body = await post(stack, CHAT, request_body)
+    assert (status, headers["Turngate-Rejection"]) == (400, rule)
+    assert stack.upstream.received == []
