@@ -128,6 +128,10 @@ class AnthropicStreamDecoder:
         native_index, block = payload.get("index"), payload.get("content_block")
         if not isinstance(native_index, int) or not isinstance(block, dict):
             raise UpstreamProtocolError("malformed content_block_start", rule="stream_malformed")
+        if native_index not in self._index and native_index != len(self._index):
+            raise UpstreamProtocolError(
+                f"content block {native_index} started out of order", rule="stream_protocol"
+            )
         index = self._index.setdefault(native_index, len(self._index))
         self._blocks[index] = dict(block)
         self._json[index] = []

@@ -162,6 +162,10 @@ class ChatStreamDecoder:
         body = body if isinstance(body, dict) else {}
         index = self._calls.get(native_index)
         if index is None:
+            if native_index != len(self._calls):
+                raise UpstreamProtocolError(
+                    f"tool call {native_index} started out of order", rule="stream_protocol"
+                )
             if self._open_call is not None and self._open_call != native_index:
                 previous = self._calls[self._open_call]
                 self._stopped.add(previous)

@@ -70,6 +70,7 @@ class ResponsesStreamDecoder:
         # (output_index, content_index) -> canonical index (message content parts).
         self._parts: dict[tuple[int, int], int] = {}
         self._part_blocks: set[int] = set()
+        self._outputs: set[int] = set()
         self._counts: dict[int, int] = {}
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
@@ -140,6 +141,12 @@ class ResponsesStreamDecoder:
         output_index, item = payload.get("output_index"), payload.get("item")
         if not isinstance(output_index, int) or not isinstance(item, dict):
             raise UpstreamProtocolError("malformed output_item.added", rule="stream_malformed")
+        if output_index not in self._outputs:
+            if output_index != len(self._outputs):
+                raise UpstreamProtocolError(
+                    f"output item {output_index} started out of order", rule="stream_protocol"
+                )
+            self._outputs.add(output_index)
         kind = item.get("type")
         if kind == "message":
             return Native("response.output_item.added", seq=seq, raw=raw)
@@ -199,6 +206,11 @@ class ResponsesStreamDecoder:
         part = payload.get("part")
         if not isinstance(output_index, int) or not isinstance(content_index, int):
             raise UpstreamProtocolError("malformed content_part.added", rule="stream_malformed")
+        if output_index not in self._outputs:
+            raise UpstreamProtocolError(
+                f"content part of output item {output_index}, which never started",
+                rule="stream_protocol",
+            )
         index = self._parts.setdefault((output_index, content_index), self._new())
         self._part_blocks.add(index)
         kind = part.get("type") if isinstance(part, dict) else None

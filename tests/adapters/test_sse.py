@@ -1,0 +1,200 @@
+"""The incremental SSE decoder and the frame encoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.fixtures_dir import COUNTS, fixture_params
+from turngate.adapters.sse import (
+    SSEDecoder,
+    SSEFrame,
+    SSEFrameTooLarge,
+    SSETruncated,
+    encode_comment,
+    encode_frame,
+)
+
+
+def decode_all(data: bytes, **limits: int) -> list[SSEFrame]:
+    decoder = SSEDecoder(**limits)
+    return decoder.feed(data) + decoder.close()
+
+
+def decode_bytewise(data: bytes) -> list[SSEFrame]:
+    decoder = SSEDecoder()
+    frames: list[SSEFrame] = []
+    for k in range(len(data)):
+        frames += decoder.feed(data[k : k + 1])
+    return frames + decoder.close()
+
+
+def decode_split(data: bytes, cuts: list[int]) -> list[SSEFrame]:
+    decoder = SSEDecoder()
+    frames: list[SSEFrame] = []
+    at = 0
+    for cut in sorted(set(cuts)):
+        frames += decoder.feed(data[at:cut])
+        at = cut
+    return frames + decoder.feed(data[at:]) + decoder.close()
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b"\r"])
+def test_every_line_ending_gives_the_same_frames(ending: bytes) -> None:
+    text = b"event: a\ndata: one\ndata: two\n\ndata: three\n\n".replace(b"\n", ending)
+    frames = decode_all(text)
+    assert [(f.event, f.data) for f in frames] == [("a", b"one\ntwo"), (None, b"three")]
+    assert b"".join(f.raw for f in frames) == text
+
+
+def test_comments_are_skipped_and_their_bytes_kept_in_the_next_frame() -> None:
+    text = b": keep-alive\n\n: hello\ndata: x\n\n"
+    (frame,) = decode_all(text)
+    assert frame.data == b"x"
+    assert frame.raw == text
+
+
+def test_one_optional_space_after_the_colon() -> None:
+    frames = decode_all(b"data:tight\n\ndata:  two spaces\n\ndata\n\n")
+    assert [f.data for f in frames] == [b"tight", b" two spaces", b""]
+
+
+def test_id_and_retry_fields_and_unknown_fields() -> None:
+    decoder = SSEDecoder()
+    (frame,) = decoder.feed(b"id: 7\nretry: 1500\nfoo: bar\ndata: x\n\n")
+    assert (frame.id, frame.retry, frame.data) == ("7", 1500, b"x")
+    assert decoder.last_event_id == "7"
+    (later,) = decoder.feed(b"retry: soon\ndata: y\n\n")
+    assert (later.id, later.retry) == (None, None)
+    assert decoder.last_event_id == "7"
+
+
+def test_a_block_without_data_dispatches_nothing() -> None:
+    assert decode_all(b"event: lonely\n\nevent: real\ndata: 1\n\n")[0].event == "real"
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_bom_is_skipped_even_split_across_reads(cut: int) -> None:
+    data = b"\xef\xbb\xbfdata: x\n\n"
+    assert [f.data for f in decode_split(data, [cut])] == [b"x"]
+    assert decode_split(data, [cut])[0].raw == b"data: x\n\n"
+
+
+def test_a_crlf_split_between_reads_is_one_line_end() -> None:
+    data = b"data: a\r\n\r\ndata: b\r\n\r\n"
+    for cut in range(len(data) + 1):
+        assert decode_split(data, [cut]) == decode_all(data)
+
+
+def test_a_lone_cr_at_the_very_end_is_resolved_by_close() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\r\r") == []
+    (frame,) = decoder.close()
+    assert (frame.data, frame.truncated, decoder.truncated) == (b"a", False, False)
+
+
+def test_close_flags_a_frame_cut_short() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: complete\n\ndata: [DO") != []
+    (cut,) = decoder.close()
+    assert cut.truncated
+    assert cut.data == b"[DO"
+    assert decoder.truncated
+
+
+def test_close_after_complete_frames_and_a_comment_is_clean() -> None:
+    decoder = SSEDecoder()
+    decoder.feed(b"data: x\n\n: ping\n\n")
+    assert decoder.close() == []
+    assert not decoder.truncated
+
+
+def test_strict_close_raises_on_a_frame_cut_short() -> None:
+    decoder = SSEDecoder()
+    decoder.feed(b"event: message_stop\ndata: {}")
+    with pytest.raises(SSETruncated) as caught:
+        decoder.close(strict=True)
+    assert caught.value.rule == "sse_truncated"
+
+
+def test_an_over_long_line_raises_instead_of_growing() -> None:
+    decoder = SSEDecoder(max_line=64)
+    decoder.feed(b"data: " + b"x" * 40)
+    with pytest.raises(SSEFrameTooLarge) as caught:
+        decoder.feed(b"y" * 40)
+    assert caught.value.status == 502
+
+
+def test_an_over_large_frame_raises() -> None:
+    with pytest.raises(SSEFrameTooLarge):
+        decode_all(b"".join(b"data: " + b"x" * 30 + b"\n" for _ in range(10)), max_frame=200)
+
+
+def test_feed_after_close_is_refused() -> None:
+    decoder = SSEDecoder()
+    decoder.close()
+    with pytest.raises(Exception, match="after close"):
+        decoder.feed(b"data: x\n\n")
+
+
+def test_encode_frame_round_trips_multiline_data() -> None:
+    raw = encode_frame("turngate.commit", b'{"a":1}\nsecond', id="9")
+    (frame,) = decode_all(raw)
+    assert (frame.event, frame.id, frame.data, frame.raw) == (
+        "turngate.commit",
+        "9",
+        b'{"a":1}\nsecond',
+        raw,
+    )
+
+
+def test_encode_frame_refuses_a_line_break_in_a_field() -> None:
+    with pytest.raises(ValueError, match="line break"):
+        encode_frame("a\nb", b"x")
+
+
+def test_comments_are_invisible_to_the_decoder() -> None:
+    data = encode_comment("turngate commit g1.b0") + encode_frame(None, b"x", line_end=b"\r\n")
+    assert data.startswith(b": turngate commit g1.b0\n\n")
+    assert [f.data for f in decode_all(data)] == [b"x"]
+
+
+_FIELD_TEXT = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x00"),
+    max_size=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frames=st.lists(
+        st.tuples(st.none() | _FIELD_TEXT.filter(bool), st.lists(_FIELD_TEXT, min_size=1)),
+        max_size=6,
+    ),
+    ending=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+)
+def test_encoded_frames_decode_back_at_any_split(
+    frames: list[tuple[str | None, list[str]]], ending: bytes, cuts: list[int]
+) -> None:
+    data = b"".join(
+        encode_frame(event, "\n".join(lines).encode(), line_end=ending) for event, lines in frames
+    )
+    decoded = decode_split(data, [c for c in cuts if c <= len(data)])
+    assert [(f.event, f.data) for f in decoded] == [
+        (event, "\n".join(lines).encode()) for event, lines in frames
+    ]
+    assert b"".join(f.raw for f in decoded) == data
+
+
+@pytest.mark.parametrize("path", fixture_params("*/*.sse"))
+def test_recorded_streams_frame_identically_whole_and_byte_by_byte(path: Path) -> None:
+    data = path.read_bytes()
+    whole = decode_all(data)
+    assert whole == decode_bytewise(data)
+    assert b"".join(f.raw for f in whole) == data
+    assert not any(f.truncated for f in whole)
+    COUNTS["sse frames decoded (whole = byte by byte)"] += len(whole)
