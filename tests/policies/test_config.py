@@ -216,3 +216,8 @@ def test_model_lookup_uses_base_names_and_globs():
     assert (gemini.max_input_tokens, gemini.counting) == (1_048_576, "estimate")
     assert BUILTIN_POLICY.model_entry("llama-3-70b") is None
     assert PolicyFile(builtin_models=False).model_entry("gpt-4o") is None
+
+
+def test_the_docs_show_the_example_file_as_it_is():
+    docs = EXAMPLE.parents[1] / "docs" / "policies.md"
+    assert EXAMPLE.read_text().rstrip() in docs.read_text()
