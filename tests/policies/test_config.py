@@ -199,11 +199,18 @@ def test_a_bad_environment_override_is_reported_against_its_variable():
 
 
 def test_the_command_line_mode_sets_the_default_and_routes_keep_their_own():
-    config = parse_policy("routes:\n  - match: {prefix: gemini}\n    mode: enforce\n")
+    config = parse_policy(
+        "routes:\n  - match: {prefix: gemini}\n    mode: enforce\n"
+        "  - match: {prefix: anthropic}\n    role_forgery: refuse\n"
+    )
+    # Resolve once before, as a running proxy would have.
+    assert config.policy_for("anthropic", "claude-x").mode == "enforce"
     shadowed = config.with_default_mode("shadow")
     assert shadowed.defaults.mode == "shadow"
     assert shadowed.policy_for("openai_chat", "gpt-4o").mode == "shadow"
     assert shadowed.policy_for("gemini", "gemini-2.5-pro").mode == "enforce"
+    claude = shadowed.policy_for("anthropic", "claude-x")
+    assert (claude.mode, claude.role_forgery) == ("shadow", "refuse")
 
 
 def test_model_lookup_uses_base_names_and_globs():

@@ -227,7 +227,10 @@ class PolicyFile(_Section):
 
     def with_default_mode(self, mode: Mode) -> PolicyFile:
         """A copy whose ``defaults.mode`` is ``mode`` (``--mode``); routes keep their own."""
-        return self.model_copy(update={"defaults": self.defaults.model_copy(update={"mode": mode})})
+        # Validated anew, not copied: a copy would keep the routes merged over the old defaults.
+        data = self.model_dump(exclude_unset=True)
+        data.setdefault("defaults", {})["mode"] = mode
+        return PolicyFile.model_validate(data)
 
     @cached_property
     def _route_policies(self) -> tuple[Policy, ...]:
