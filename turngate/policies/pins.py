@@ -170,14 +170,14 @@ def _stored_blocks(data: Mapping[str, Any]) -> Iterator[tuple[str, str | None, s
         if not isinstance(message, dict):
             continue
         location = f"{message.get('origin', 'messages')}[{message.get('index')}]"
-        stack = list(message.get("blocks") or ())
-        while stack:
-            block = stack.pop(0)
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("kind")
-            block_id = block.get("id")
-            yield str(kind), location, block_id if isinstance(block_id, str) else None
-            content = block.get("content")
-            if isinstance(content, list):
-                stack.extend(content)
+        for block in message.get("blocks") or ():
+            # A tool result's parts are blocks too.
+            content = block.get("content") if isinstance(block, dict) else None
+            for item in (block, *(content if isinstance(content, list) else ())):
+                if isinstance(item, dict):
+                    block_id = item.get("id")
+                    yield (
+                        str(item.get("kind")),
+                        location,
+                        (block_id if isinstance(block_id, str) else None),
+                    )
