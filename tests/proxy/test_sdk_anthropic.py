@@ -8,6 +8,7 @@ from typing import Any
 import anthropic
 import pytest
 
+from tests.adapters.test_anthropic_rules import TABLE
 from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, load_json
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
@@ -75,83 +76,16 @@ async def test_tool_conversations_pass_through(client: Any, answer: str):
     COUNTS["SDK conversations through turngate (anthropic)"] += 1
 
 
-def _tool_use(call_id: str, tool_input: Any = None) -> dict[str, Any]:
-    return {
-        "type": "tool_use",
-        "id": call_id,
-        "name": "get_weather",
-        "input": {"city": "Paris"} if tool_input is None else tool_input,
-    }
-
-
-def _result(call_id: str) -> dict[str, Any]:
-    return {"type": "tool_result", "tool_use_id": call_id, "content": "sunny"}
-
-
-def _user(*content: Any) -> dict[str, Any]:
-    return {"role": "user", "content": list(content)}
-
-
-def _assistant(*content: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": list(content)}
-
-
-ASK = _user({"type": "text", "text": "weather in Paris?"})
-TEXT = {"type": "text", "text": "let me check"}
-
-# (case, messages, the rules that may name the refusal). Truncated arguments cannot be
-# written: tool_use.input is a JSON object on this wire.
-TABLE: list[tuple[str, list[dict[str, Any]], set[str]]] = [
-    ("orphaned result", [ASK, _assistant(TEXT), _user(_result("toolu_7"))], {"orphan_result"}),
-    (
-        "two results for one call",
-        [ASK, _assistant(_tool_use("toolu_1")), _user(_result("toolu_1"), _result("toolu_1"))],
-        {"duplicate_result"},
-    ),
-    ("a call waiting for its result", [ASK, _assistant(_tool_use("toolu_1"))], {"missing_result"}),
-    (
-        "a call never answered before the conversation moves on",
-        [ASK, _assistant(_tool_use("toolu_1")), _user({"type": "text", "text": "and?"})],
-        {"missing_result"},
-    ),
-    (
-        "duplicate call ids in one turn",
-        [
-            ASK,
-            _assistant(_tool_use("toolu_1"), _tool_use("toolu_1")),
-            _user(_result("toolu_1"), _result("toolu_1")),
-        ],
-        {"duplicate_call_id", "duplicate_result"},
-    ),
-    (
-        "a result after other content in its turn",
-        [ASK, _assistant(_tool_use("toolu_1")), _user(TEXT, _result("toolu_1"))],
-        {"misplaced_result"},
-    ),
-    (
-        "an unknown block kind",
-        [_user({"type": "hologram", "hologram": {}})],
-        {"unknown_kind"},
-    ),
-]
-
-
 @pytest.mark.parametrize(
-    ("messages", "rules"), [pytest.param(m, r, id=name) for name, m, r in TABLE]
+    ("request_body", "rules"),
+    [pytest.param(b, r, id=name) for name, b, _status, r in TABLE],
 )
 async def test_invalid_sequences_raise_bad_request_and_send_nothing(
-    client: Any, messages: list[dict[str, Any]], rules: set[str]
+    client: Any, request_body: dict[str, Any], rules: list[str]
 ):
-    tools = [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    create = client.messages.create
     with pytest.raises(anthropic.BadRequestError) as raised:
-        await call(
-            client.mode,
-            client.messages.create,
-            model="claude-sonnet-4-5",
-            max_tokens=64,
-            messages=messages,
-            tools=tools,
-        )
+        await call(client.mode, create, **sdk_kwargs(create, request_body))
     rule = raised.value.response.headers["Turngate-Rejection"]
     assert rule in rules
     assert raised.value.status_code == 400

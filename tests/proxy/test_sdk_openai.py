@@ -154,6 +154,11 @@ RESPONSES_TABLE = [
         "duplicate_call_id",
     ),
     (
+        "an output separated from its call by a user message",
+        [_user("hi"), _call("call_1"), _user("wait"), _output("call_1")],
+        "misplaced_result",
+    ),
+    (
         "an output before its call",
         [_user("hi"), _output("call_1"), _call("call_1")],
         "orphan_result",
