@@ -354,9 +354,17 @@ async def test_shadow_mode_sends_the_original_bytes_of_an_invalid_sequence(
     assert any(rule in r.getMessage() and "shadow" in r.getMessage() for r in caplog.records)
 
 
-async def test_enforce_no_tools_refuses_invalid_sequences_like_enforce(make_stack: StackFactory):
+async def test_enforce_no_tools_enforces_tool_free_requests_and_shadows_the_rest(
+    make_stack: StackFactory,
+):
     stack = await make_stack(mode="enforce-no-tools")
-    _name, request_body, _verdict, rule = TABLE[0]
-    status, headers, _body = await post(stack, CHAT, request_body)
-    assert (status, headers["Turngate-Rejection"]) == (400, rule)
+    stack.upstream.reply(CHAT_ANSWER)
+    tool_free = {"model": "gpt-4o", "messages": [{"role": "user", "content": [{"type": "x"}]}]}
+    status, headers, _body = await post(stack, CHAT, tool_free)
+    assert (status, headers["Turngate-Rejection"]) == (400, "unknown_kind")
     assert stack.upstream.received == []
+
+    _name, with_tools, _verdict, _rule = TABLE[0]
+    status, headers, _body = await post(stack, CHAT, with_tools)
+    assert status == 200
+    assert stack.upstream.received[0].json() == with_tools

@@ -65,6 +65,7 @@ class Attempt:
         adapter: Adapter,
         seq: MessageSequence,
         record: OperationRecord,
+        enforced: bool,
     ) -> None:
         self.request = request
         self.route = route
@@ -72,6 +73,7 @@ class Attempt:
         self.adapter = adapter
         self.seq = seq
         self.manifest = record.manifest
+        self.enforced = enforced
         self._sent: asyncio.Task[None] | None = None
         # False once a terminal outcome (commit, fail, lose) has been recorded.
         self.open = True
@@ -184,7 +186,7 @@ class Attempt:
         if not isinstance(body, dict):
             raise UpstreamProtocolError("turngate: the upstream answer is not a JSON object")
         turn = self.adapter.parse_response(body)
-        if self.services.settings.mode == "enforce":
+        if self.enforced:
             check_tool_calls(turn, self.seq, self.services.schemas)
         return turn
 

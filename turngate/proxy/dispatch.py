@@ -3,6 +3,10 @@
     read body -> parse -> validate -> refuse | render -> manifest -> claim -> (attempt.py)
                                                                     send -> commit
 
+The rollout mode (turngate.policies.modes) decides per request whether it is enforced or
+only shadowed: a shadowed request is never refused for its sequence and goes up as the
+client's own bytes.
+
 Every step up to the claim either returns its product or raises a ``TurngateError``;
 ``dispatch`` renders that error in the route's API envelope and nothing is sent. The
 claim is the store's CAS: from there on every outcome is a state transition (attempt.py).
@@ -30,6 +34,7 @@ from turngate.errors import (
 from turngate.graph.codec import digest_bytes
 from turngate.graph.model import ApiName, MessageSequence
 from turngate.graph.validator import validate
+from turngate.policies.modes import decide
 from turngate.proxy.attempt import Attempt, Outbound
 from turngate.proxy.body import decode_json, read_body
 from turngate.proxy.credentials import credential_hash
@@ -53,6 +58,8 @@ class Prepared:
     seq: MessageSequence
     outbound: Outbound
     draft: DispatchManifest
+    # False when the rollout mode only shadows this request: nothing of it is refused.
+    enforced: bool
 
 
 async def dispatch(
@@ -75,6 +82,7 @@ async def dispatch(
         adapter=prepared.adapter,
         seq=prepared.seq,
         record=record,
+        enforced=prepared.enforced,
     )
     return await attempt.run(prepared.outbound)
 
@@ -86,8 +94,9 @@ async def prepare(
     raw = await read_body(request, services.settings.max_body_bytes)
     body = decode_json(raw)
     seq = parse(adapter, body, route.info)
-    refuse_invalid(seq, adapter, shadow=services.settings.mode == "shadow")
-    outbound = render(adapter, seq, body, raw, shadow=services.settings.mode == "shadow")
+    shadow = not decide(services.settings.mode, seq).enforced
+    refuse_invalid(seq, adapter, shadow=shadow)
+    outbound = render(adapter, seq, body, raw, shadow=shadow)
     draft = manifest(
         request=request,
         route=route,
@@ -96,7 +105,7 @@ async def prepare(
         seq=seq,
         outbound=outbound,
     )
-    return Prepared(adapter, seq, outbound, draft)
+    return Prepared(adapter, seq, outbound, draft, enforced=not shadow)
 
 
 def adapter_for(api: ApiName) -> Adapter:
