@@ -189,7 +189,7 @@ def open_store(url: str) -> StateStore:
         path = url.removeprefix("sqlite://")
         return SQLiteStore(path.removeprefix("/") if path.startswith("/./") else path)
     if url.startswith(("redis://", "rediss://", "unix://")):
-        from turngate.state.redis import RedisStore  # type: ignore[import-not-found]
+        from turngate.state.redis import RedisStore
 
         store: StateStore = RedisStore(url)
         return store

@@ -1,0 +1,558 @@
+"""The shared state store: Redis, for replicas that share conversations (``--state redis://…``).
+
+Same contract and CAS semantics as SQLite (store.py). Every write is one Lua script, and
+Redis runs a script atomically for every client of every process:
+
+- ``claim``: one script checks that no record has the operation id, that the slot has no
+  live (blocking) attempt and that its attempt counter is still the one the caller built
+  its record for; only then does it store the record, bump the counter and mark the attempt
+  live. A changed counter means another attempt came and went meanwhile: build again, retry.
+- ``transition``: read the record, apply the pure ``moved_record``, and write the result only
+  if the state and the history length are still the ones read (a CAS). Otherwise read again:
+  the machine then refuses the move from the new state, or allows it.
+
+Keys, all under ``key_prefix`` ("turngate:"):
+
+    op:{operation id}    hash: state, seq (history length), owner, record (canonical JSON)
+    slot:{sha256 of [conversation key, revision, cancel generation]}
+                         hash: attempts (highest so far), live (the attempt that blocks a claim)
+    inflight             hash: operation id -> owner, for each DISPATCHING/SENT/STREAMING one
+    lease:{owner}        the owner's heartbeat, expires ``lease_ttl`` after the last beat
+    abandoned:{id}       a claim whose caller is gone: a late arrival of it must lose
+
+Replicas and ``recover``: each open store is an *owner*, a random id per ``open`` (or a
+stable ``owner`` you configure), and renews its lease every ``lease_ttl / 3``. A claim
+records its owner. ``recover`` moves to UNKNOWN the in-flight operations whose owner is
+this store or whose owner's lease has expired (a crashed or partitioned replica), and leaves
+alone those of owners whose lease is alive: another live replica is streaming them. If a
+replica stalls past its lease it may be taken over while it still streams; its next
+transition then finds UNKNOWN and the machine refuses it, so no second canonical turn can
+come of it, only a failed stream. With a random owner, a process that restarts within
+``lease_ttl`` of a crash finds its previous operations still leased: they keep blocking
+their slots (a retry gets 409, never a second generation) until a ``recover`` after the
+lease ran out. A stable ``owner`` (say the pod name) takes them over at once, but two live
+stores must never share one. ``close`` deletes the lease, handing over at once.
+
+Expiry: records and slots expire ``operation_ttl`` (7 days) after their last write, the
+slot never before its records. That is how long a revision keeps its one canonical turn
+and an UNKNOWN attempt keeps blocking its slot, so it must exceed every provider's
+deadline for a request and the time a client may still retry a revision. ``None`` keeps
+them forever, as SQLite does. No replay data (stored responses) exists in the contract yet.
+
+Failing closed: no retries (a retried script may run twice) and short timeouts; every
+Redis error becomes ``StoreUnavailable`` (503), chained. What Redis acknowledged survives a
+Redis restart only with ``appendonly yes`` (and a host crash only with ``appendfsync
+always``); ``open`` logs a warning when the server says otherwise. docs/operations-redis.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError, ResponseError
+
+from turngate.errors import IllegalTransition, StateConflict, StoreUnavailable
+from turngate.graph.codec import canonical_json
+from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
+from turngate.state.manifest import DispatchManifest
+from turngate.state.store import (
+    BLOCKING,
+    LOST_AT_START,
+    OperationRecord,
+    StateChange,
+    claim_conflict,
+    claim_slot,
+    claimed_record,
+    moved_record,
+)
+
+log = logging.getLogger("turngate.state")
+
+DAY = 24 * 3600.0
+RECORD_VERSION = 1
+ABANDONED_CLAIM = "claim abandoned: its caller gave up (cancelled, or no answer) before sending"
+# How long a late copy of an abandoned claim is refused; a script the client gave up on
+# reaches the server within a network round trip, this is a wide margin.
+ABANDONED_TTL = 3600.0
+
+# KEYS: op, slot, inflight, abandoned. ARGV: operation id, expected attempts, state, seq,
+# owner, record, ttl ms (0: none).
+CLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'abandoned'} end
+local live = redis.call('HGET', KEYS[2], 'live')
+if live then return {'live', live} end
+local attempts = redis.call('HGET', KEYS[2], 'attempts') or '0'
+if attempts ~= ARGV[2] then return {'stale', attempts} end
+redis.call('HSET', KEYS[1], 'state', ARGV[3], 'seq', ARGV[4], 'owner', ARGV[5],
+           'record', ARGV[6])
+redis.call('HSET', KEYS[2], 'attempts', tonumber(attempts) + 1, 'live', ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
+local ttl = tonumber(ARGV[7])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return {'won'}
+"""
+
+# KEYS: op, slot, inflight. ARGV: operation id, expected state, expected seq, state, seq,
+# record, blocks (1/0), in flight (1/0), ttl ms (0: none).
+MOVE = """
+local current = redis.call('HMGET', KEYS[1], 'state', 'seq', 'owner')
+if not current[1] then return 'missing' end
+if current[1] ~= ARGV[2] or current[2] ~= ARGV[3] then return 'stale' end
+local live = redis.call('HGET', KEYS[2], 'live')
+if ARGV[7] == '1' then
+  if live and live ~= ARGV[1] then return 'slot-taken' end
+  redis.call('HSET', KEYS[2], 'live', ARGV[1])
+elseif live == ARGV[1] then
+  redis.call('HDEL', KEYS[2], 'live')
+end
+if ARGV[8] == '1' then
+  redis.call('HSET', KEYS[3], ARGV[1], current[3])
+else
+  redis.call('HDEL', KEYS[3], ARGV[1])
+end
+redis.call('HSET', KEYS[1], 'state', ARGV[4], 'seq', ARGV[5], 'record', ARGV[6])
+local ttl = tonumber(ARGV[9])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return 'moved'
+"""
+
+# KEYS: op, abandoned. ARGV: ttl ms. A claim that has not landed yet never will.
+ABANDON = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+return 'barred'
+"""
+
+
+class RedisStore:
+    # Registered on the client at ``open`` (EVALSHA, loading the script again on NOSCRIPT).
+    _claim_script: AsyncScript
+    _move_script: AsyncScript
+    _bar_script: AsyncScript
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = "turngate:",
+        operation_ttl: float | None = 7 * DAY,
+        lease_ttl: float = 15.0,
+        owner: str | None = None,
+        connect_timeout: float = 0.5,
+        command_timeout: float = 2.0,
+    ) -> None:
+        if lease_ttl <= 0 or (operation_ttl is not None and operation_ttl < lease_ttl):
+            raise ValueError("lease_ttl must be positive and operation_ttl no shorter")
+        self.url = url
+        self.where = _redacted(url)
+        self.key_prefix = key_prefix
+        self.operation_ttl = operation_ttl
+        self.lease_ttl = lease_ttl
+        self.connect_timeout = connect_timeout
+        self.command_timeout = command_timeout
+        self._configured_owner = owner
+        self.owner = owner or ""
+        self._client: Redis | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        # Claims whose caller is gone (operation id -> its ``now``), to fail or bar.
+        self._abandoned: dict[str, float] = {}
+        self._chores: set[asyncio.Task[None]] = set()
+
+    # --- lifecycle ---
+
+    async def open(self) -> None:
+        if self._client is not None:
+            return
+        client = Redis.from_url(
+            self.url,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 0),
+            socket_connect_timeout=self.connect_timeout,
+            socket_timeout=self.command_timeout,
+            **_pool_options(),
+        )
+        owner = self._configured_owner or _new_owner()
+        try:
+            with self._unavailable("open"):
+                await self._renew_lease(client, owner)
+                await _warn_unless_durable(client, self.where)
+        except BaseException:
+            await client.aclose()
+            raise
+        self._client, self.owner = client, owner
+        self._claim_script = client.register_script(CLAIM)
+        self._move_script = client.register_script(MOVE)
+        self._bar_script = client.register_script(ABANDON)
+        self._heartbeat = asyncio.create_task(self._beat(), name=f"turngate-lease-{owner}")
+
+    async def close(self) -> None:
+        client = self._client
+        if client is None:
+            return
+        heartbeat, self._heartbeat = self._heartbeat, None
+        for task in [heartbeat, *self._chores]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        try:
+            await self._settle_abandoned(client)
+            await client.delete(self._lease_key(self.owner))
+        except (RedisError, OSError, StoreUnavailable):
+            pass  # unreachable: the lease runs out by itself, and recover() takes over
+        finally:
+            self._client = None
+            await client.aclose()
+
+    async def ping(self) -> bool:
+        client = self._client
+        if client is None:
+            return False
+        try:
+            # A write, so a read-only replica or a full server answers False.
+            with self._unavailable("ping"):
+                await self._renew_lease(client, self.owner)
+        except StoreUnavailable:
+            return False
+        return True
+
+    # --- the contract ---
+
+    async def claim(self, draft: DispatchManifest, *, now: float) -> OperationRecord:
+        client = self._require()
+        try:
+            return await self._claim_once(client, draft, now)
+        except (asyncio.CancelledError, StoreUnavailable):
+            # The script may have run with nobody left to send the bytes: fail it, or bar it
+            # if it has not landed yet, so that it does not block the slot.
+            self._abandon(draft.operation_id, now)
+            raise
+
+    async def transition(
+        self,
+        operation_id: str,
+        transition: Transition,
+        *,
+        now: float,
+        handle: str | None = None,
+        detail: str | None = None,
+    ) -> OperationRecord:
+        client = self._require()
+        while True:
+            record = await self._load(client, operation_id)
+            if record is None:
+                raise KeyError(operation_id)
+            moved = moved_record(record, transition, now=now, handle=handle, detail=detail)
+            with self._unavailable("transition"):
+                reply = await self._move_script(
+                    keys=[
+                        self._op_key(operation_id),
+                        self._slot_key(record.manifest),
+                        self._inflight_key(),
+                    ],
+                    args=[
+                        operation_id,
+                        str(record.state),
+                        len(record.history),
+                        str(moved.state),
+                        len(moved.history),
+                        _encode(moved),
+                        int(moved.state in BLOCKING),
+                        int(moved.state in IN_FLIGHT),
+                        self._ttl_ms(),
+                    ],
+                )
+            if reply == "moved":
+                return moved
+            if reply == "stale":
+                continue  # another writer moved it: read again
+            if reply == "missing":
+                raise KeyError(operation_id)
+            if reply == "slot-taken":
+                raise IllegalTransition(
+                    f"operation '{operation_id}' cannot become {moved.state}: another "
+                    "attempt for its slot is live"
+                )
+            raise StoreUnavailable(f"Redis at {self.where}: unexpected reply {reply!r}")
+
+    async def get(self, operation_id: str) -> OperationRecord | None:
+        return await self._load(self._require(), operation_id)
+
+    async def recover(self, *, now: float) -> list[OperationRecord]:
+        """In-flight operations of this store, or of owners whose lease ran out, → UNKNOWN.
+
+        Those of another owner whose lease is alive are left alone (see the module doc).
+        """
+        client = self._require()
+        with self._unavailable("recover"):
+            listed = await client.hgetall(self._inflight_key())
+            owners = {_text(op): _text(owner) for op, owner in listed.items()}
+            others = sorted(set(owners.values()) - {self.owner})
+            alive = [await client.exists(self._lease_key(o)) for o in others]
+        gone = {o for o, lease in zip(others, alive, strict=True) if not lease}
+        moved = []
+        for operation_id in sorted(owners):
+            if owners[operation_id] != self.owner and owners[operation_id] not in gone:
+                continue
+            try:
+                lost = await self.transition(
+                    operation_id, Transition.LOSE, now=now, detail=LOST_AT_START
+                )
+            except KeyError:  # its record expired: nothing left to recover
+                with self._unavailable("recover"):
+                    await client.hdel(self._inflight_key(), operation_id)
+                continue
+            except IllegalTransition:
+                continue  # it left flight since the listing
+            moved.append(lost)
+        return moved
+
+    # --- the claim ---
+
+    async def _claim_once(
+        self, client: Redis, draft: DispatchManifest, now: float
+    ) -> OperationRecord:
+        keys = [
+            self._op_key(draft.operation_id),
+            self._slot_key(draft),
+            self._inflight_key(),
+            self._abandoned_key(draft.operation_id),
+        ]
+        attempts, missing_live = 0, None
+        while True:
+            claimed = claimed_record(draft, attempts + 1, now=now)
+            with self._unavailable("claim"):
+                reply = await self._claim_script(
+                    keys=keys,
+                    args=[
+                        draft.operation_id,
+                        attempts,
+                        str(claimed.state),
+                        len(claimed.history),
+                        self.owner,
+                        _encode(claimed),
+                        self._ttl_ms(),
+                    ],
+                )
+            match reply:
+                case ["won"]:
+                    return claimed
+                case ["stale", counted]:
+                    attempts = int(counted)
+                case ["exists"]:
+                    existing = await self._load(client, draft.operation_id)
+                    if existing is not None:
+                        raise claim_conflict(draft, existing)
+                case ["live", live_id]:
+                    existing = await self._load(client, live_id)
+                    if existing is not None and existing.state in BLOCKING:
+                        raise claim_conflict(draft, existing)
+                    if existing is None and live_id == missing_live:
+                        raise StoreUnavailable(
+                            f"Redis at {self.where}: the slot of conversation "
+                            f"'{draft.conversation_key}' names live attempt '{live_id}', "
+                            "whose record is gone (deleted by hand?)"
+                        )
+                    missing_live = live_id if existing is None else None
+                case ["abandoned"]:
+                    raise StateConflict(
+                        f"operation '{draft.operation_id}' was abandoned by an earlier claim",
+                        rule="dispatch_conflict",
+                    )
+                case _:
+                    raise StoreUnavailable(f"Redis at {self.where}: unexpected reply {reply!r}")
+
+    def _abandon(self, operation_id: str, now: float) -> None:
+        self._abandoned[operation_id] = now
+        client = self._client
+        if client is not None:
+            chore = asyncio.create_task(self._try_settle(client))
+            self._chores.add(chore)
+            chore.add_done_callback(self._chores.discard)
+
+    async def _try_settle(self, client: Redis) -> None:
+        with contextlib.suppress(StoreUnavailable):  # kept: the next heartbeat tries again
+            await self._settle_abandoned(client)
+
+    async def _settle_abandoned(self, client: Redis) -> None:
+        for operation_id, at in list(self._abandoned.items()):
+            with self._unavailable("settling an abandoned claim"):
+                barred = await self._bar_script(
+                    keys=[self._op_key(operation_id), self._abandoned_key(operation_id)],
+                    args=[int(ABANDONED_TTL * 1000)],
+                )
+            if barred == "exists":
+                with contextlib.suppress(IllegalTransition, KeyError):  # moved on meanwhile
+                    await self.transition(
+                        operation_id, Transition.FAIL, now=at, detail=ABANDONED_CLAIM
+                    )
+            self._abandoned.pop(operation_id, None)
+
+    # --- the lease ---
+
+    async def _beat(self) -> None:
+        failing = False
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            client = self._client
+            if client is None:
+                return
+            try:
+                with self._unavailable("lease renewal"):
+                    await self._renew_lease(client, self.owner)
+                await self._settle_abandoned(client)
+            except StoreUnavailable as exc:
+                if not failing:
+                    log.warning("state store unreachable, lease not renewed: %s", exc)
+                failing = True
+            else:
+                if failing:
+                    log.warning("state store reachable again at %s", self.where)
+                failing = False
+
+    async def _renew_lease(self, client: Redis, owner: str) -> None:
+        holder = orjson.dumps({"host": socket.gethostname(), "pid": os.getpid()}).decode()
+        await client.set(self._lease_key(owner), holder, px=int(self.lease_ttl * 1000))
+
+    # --- keys, records, errors ---
+
+    def _require(self) -> Redis:
+        if self._client is None:
+            raise StoreUnavailable(f"the Redis state store at {self.where} is not open")
+        return self._client
+
+    @contextlib.contextmanager
+    def _unavailable(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(
+                f"Redis state store at {self.where}: {doing} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    async def _load(self, client: Redis, operation_id: str) -> OperationRecord | None:
+        with self._unavailable("read"):
+            text = await client.hget(self._op_key(operation_id), "record")
+        return None if text is None else decode_record(_text(text), operation_id)
+
+    def _ttl_ms(self) -> int:
+        return 0 if self.operation_ttl is None else int(self.operation_ttl * 1000)
+
+    def _op_key(self, operation_id: str) -> str:
+        return f"{self.key_prefix}op:{operation_id}"
+
+    def _slot_key(self, manifest: DispatchManifest) -> str:
+        slot = hashlib.sha256(canonical_json(list(claim_slot(manifest)))).hexdigest()
+        return f"{self.key_prefix}slot:{slot}"
+
+    def _inflight_key(self) -> str:
+        return f"{self.key_prefix}inflight"
+
+    def _lease_key(self, owner: str) -> str:
+        return f"{self.key_prefix}lease:{owner}"
+
+    def _abandoned_key(self, operation_id: str) -> str:
+        return f"{self.key_prefix}abandoned:{operation_id}"
+
+
+def _encode(record: OperationRecord) -> str:
+    return canonical_json({"v": RECORD_VERSION, **record.to_json()}).decode()
+
+
+def decode_record(text: str, operation_id: str) -> OperationRecord:
+    """A stored record, checked: its version, and its manifest against the stored digest."""
+    try:
+        data: Any = orjson.loads(text)
+        if data.get("v") != RECORD_VERSION:
+            raise ValueError(f"record version {data.get('v')!r}, this turngate reads v1")
+        manifest = DispatchManifest.from_json(data["manifest"])
+        if manifest.digest != data["manifestDigest"]:
+            raise ValueError("its manifest does not match the digest stored with it")
+        return OperationRecord(
+            manifest=manifest,
+            state=DispatchState(data["state"]),
+            handle=data["handle"],
+            history=tuple(
+                StateChange(
+                    DispatchState(c["state"]),
+                    None if c["transition"] is None else Transition(c["transition"]),
+                    float(c["at"]),
+                    c["detail"],
+                )
+                for c in data["history"]
+            ),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StoreUnavailable(f"operation {operation_id} in Redis cannot be read: {exc}") from exc
+
+
+def durability_warning(appendonly: str | None, appendfsync: str | None) -> str | None:
+    """What a Redis restart or host crash would lose with these settings, or None."""
+    if appendonly != "yes":
+        return (
+            "Redis runs without an append-only file: a restart loses every operation written "
+            "since the last snapshot (or all of them). Set appendonly yes, appendfsync always."
+        )
+    if appendfsync != "always":
+        return (
+            f"Redis fsyncs its append-only file {appendfsync!r}: a crash of the Redis host "
+            "(not only of the process) can lose acknowledged writes. Set appendfsync always."
+        )
+    return None
+
+
+async def _warn_unless_durable(client: Redis, where: str) -> None:
+    try:
+        config = await client.config_get("append*")
+    except ResponseError:
+        return  # CONFIG is disabled (managed Redis): the operator must check by other means
+    warning = durability_warning(config.get("appendonly"), config.get("appendfsync"))
+    if warning is not None:
+        log.warning("state store %s: %s", where, warning)
+
+
+def _pool_options() -> dict[str, Any]:
+    try:
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:  # a redis-py without maintenance notifications: nothing to turn off
+        return {}
+    # redis-py 8 takes their default "auto" for "on" and then no longer replaces a pooled
+    # connection that the server closed: after a Redis restart, each idle connection would
+    # fail one call with a needless 503.
+    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _new_owner() -> str:
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
+
+
+def _redacted(url: str) -> str:
+    """The URL without its credentials, for messages and logs."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=host, query="").geturl()
