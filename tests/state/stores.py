@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.state.redis_server import contract_store
 from turngate.state.machine import TRANSITIONS, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.memory import MemoryStore
@@ -31,6 +32,7 @@ class Backend:
 BACKENDS = [
     Backend("memory", lambda where: MemoryStore(), shared=False),
     Backend("sqlite", lambda where: SQLiteStore(where / "state.db"), shared=True),
+    Backend("redis", contract_store, shared=True),
 ]
 SHARED_BACKENDS = [b for b in BACKENDS if b.shared]
 
