@@ -1,0 +1,112 @@
+"""Prefix -> provider, upstream URL and parsed route: SPEC §1 and §7 as a table."""
+
+from __future__ import annotations
+
+import pytest
+
+from turngate.adapters.base import RouteInfo
+from turngate.proxy.routes import match, prefixes
+from turngate.settings import Settings
+
+TABLE = prefixes(
+    Settings(
+        upstream_openai="https://oa.example",
+        upstream_anthropic="https://an.example/base",
+        upstream_gemini="http://127.0.0.1:9000",
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "api", "info", "upstream"),
+    [
+        (
+            "POST",
+            "/openai/v1/chat/completions",
+            "openai_chat",
+            RouteInfo(),
+            "https://oa.example/v1/chat/completions",
+        ),
+        (
+            "POST",
+            "/openai/v1/responses",
+            "openai_responses",
+            RouteInfo(),
+            "https://oa.example/v1/responses",
+        ),
+        (
+            "GET",
+            "/openai/v1/responses/resp_1",
+            None,
+            RouteInfo(),
+            "https://oa.example/v1/responses/resp_1",
+        ),
+        (
+            "GET",
+            "/openai/v1/chat/completions",
+            None,
+            RouteInfo(),
+            "https://oa.example/v1/chat/completions",
+        ),
+        (
+            "POST",
+            "/anthropic/v1/messages",
+            "anthropic",
+            RouteInfo(),
+            "https://an.example/base/v1/messages",
+        ),
+        (
+            "POST",
+            "/anthropic/v1/messages/count_tokens",
+            None,
+            RouteInfo(),
+            "https://an.example/base/v1/messages/count_tokens",
+        ),
+        (
+            "POST",
+            "/gemini/v1beta/models/gemini-2.5-flash:generateContent",
+            "gemini",
+            RouteInfo(model="gemini-2.5-flash", stream=False),
+            "http://127.0.0.1:9000/v1beta/models/gemini-2.5-flash:generateContent",
+        ),
+        (
+            "POST",
+            "/gemini/v1/models/gemini-2.5-pro:streamGenerateContent?alt=sse&key=K",
+            "gemini",
+            RouteInfo(model="gemini-2.5-pro", stream=True),
+            "http://127.0.0.1:9000/v1/models/gemini-2.5-pro:streamGenerateContent?alt=sse&key=K",
+        ),
+        (
+            "POST",
+            "/gemini/v1beta/models/m:countTokens",
+            None,
+            RouteInfo(),
+            "http://127.0.0.1:9000/v1beta/models/m:countTokens",
+        ),
+    ],
+)
+def test_routes(method: str, path: str, api: str | None, info: RouteInfo, upstream: str):
+    bare_path = path.split("?", 1)[0]
+    route = match(TABLE, method, bare_path, path)
+    assert route is not None
+    assert (route.api, route.info) == (api, info)
+    assert str(route.upstream_url) == upstream
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/v1/chat/completions", "/openai/chat/completions", "/openaiv1/x", "/gemin/x"]
+)
+def test_paths_under_no_prefix_have_no_route(path: str):
+    assert match(TABLE, "POST", path, path) is None
+
+
+def test_a_percent_encoded_prefix_is_not_routed():
+    assert (
+        match(TABLE, "POST", "/openai/v1/chat/completions", "/%6Fpenai/v1/chat/completions") is None
+    )
+
+
+def test_an_upstream_must_be_a_plain_http_url():
+    for bad in ("ftp://x", "api.openai.com", "https://x/?q=1"):
+        with pytest.raises(ValueError, match="upstream"):
+            prefixes(Settings(upstream_openai=bad))
