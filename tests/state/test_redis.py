@@ -26,7 +26,7 @@ from tests.state.stores import draft
 from turngate.errors import StoreUnavailable
 from turngate.graph.codec import canonical_json
 from turngate.state.machine import DispatchState, Transition
-from turngate.state.redis import DAY, RedisStore, durability_warning
+from turngate.state.redis import DAY, LEASE_RAN_OUT, RedisStore, durability_warning
 from turngate.state.store import LOST_AT_START, ClaimConflict, OperationRecord, open_store
 
 S, T = DispatchState, Transition
@@ -92,6 +92,14 @@ async def test_fifty_clients_with_their_own_connections_race_for_one_slot(
     seen = await asyncio.gather(*(store.get(won[0].operation_id) for store in stores))
     assert seen == [won[0]] * RACERS
     COUNTS["state: redis claims raced from separate clients (one winner)"] += RACERS
+
+
+async def test_a_burst_beyond_the_pool_waits_for_a_connection(make_store: MakeStore) -> None:
+    store = await opened(make_store(max_connections=4))
+    records = await asyncio.gather(
+        *(store.claim(draft(f"conv-burst-{i}"), now=1.0) for i in range(RACERS))
+    )
+    assert [r.state for r in records] == [S.DISPATCHING] * RACERS
 
 
 async def test_records_are_canonical_json_and_expire_with_their_slot(
@@ -161,17 +169,20 @@ async def test_recover_leaves_a_live_replica_alone_and_takes_over_a_closed_one(
     await left.transition(theirs.operation_id, T.SEND, now=2.0)
     mine = await right.claim(draft("conv-right"), now=3.0)
 
+    assert await right.take_over_expired(now=9.0) == []  # never its own, nor the live
     recovered = await right.recover(now=10.0)
     assert [r.operation_id for r in recovered] == [mine.operation_id]
+    assert recovered[0].history[-1].detail == LOST_AT_START
     assert (await right.get(theirs.operation_id)).state is S.SENT  # type: ignore[union-attr]
     # The live owner goes on as if nothing happened.
     await left.transition(theirs.operation_id, T.STREAM, now=11.0, handle="msg_live")
 
     await left.close()  # hands over at once: its lease is gone
-    (lost,) = await right.recover(now=20.0)
+    (lost,) = await right.take_over_expired(now=20.0)
     assert lost.operation_id == theirs.operation_id
     assert lost.state is S.UNKNOWN
-    assert (lost.history[-1].transition, lost.history[-1].detail) == (T.LOSE, LOST_AT_START)
+    assert lost.history[-1].transition is T.LOSE
+    assert lost.history[-1].detail == f"{LEASE_RAN_OUT} (owner {left.owner})"
     assert await right.recover(now=21.0) == []
 
 
@@ -228,7 +239,7 @@ async def test_a_killed_replica_is_taken_over_once_its_lease_runs_out(
     recovered: list[OperationRecord] = []
     while not recovered and time.monotonic() - killed_at < 5.0:
         await asyncio.sleep(0.1)
-        recovered = await survivor.recover(now=22.0)
+        recovered = await survivor.take_over_expired(now=22.0)
     waited = time.monotonic() - killed_at
 
     assert [r.operation_id for r in recovered] == [op]

@@ -110,7 +110,7 @@ async def test_an_outage_fails_closed_and_loses_nothing_committed(
     assert await other.recover(now=10.0) == []
     # ...and takes it over once that owner is gone.
     await store.close()
-    lost = await other.recover(now=11.0)
+    lost = await other.take_over_expired(now=11.0)
     assert sorted(r.operation_id for r in lost) == sorted([flying, during.operation_id])
     assert {r.state for r in lost} == {S.UNKNOWN}
 

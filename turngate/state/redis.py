@@ -29,9 +29,10 @@ replica stalls past its lease it may be taken over while it still streams; its n
 transition then finds UNKNOWN and the machine refuses it, so no second canonical turn can
 come of it, only a failed stream. With a random owner, a process that restarts within
 ``lease_ttl`` of a crash finds its previous operations still leased: they keep blocking
-their slots (a retry gets 409, never a second generation) until a ``recover`` after the
-lease ran out. A stable ``owner`` (say the pod name) takes them over at once, but two live
-stores must never share one. ``close`` deletes the lease, handing over at once.
+their slots (a retry gets 409, never a second generation) until ``take_over_expired``
+(safe to call periodically: it never touches this store's own) runs after the lease ran
+out. A stable ``owner`` (say the pod name) takes them over at once, but two live stores
+must never share one. ``close`` deletes the lease, handing over at once.
 
 Expiry: records and slots expire ``operation_ttl`` (7 days) after their last write, the
 slot never before its records. That is how long a revision keeps its one canonical turn
@@ -39,8 +40,9 @@ and an UNKNOWN attempt keeps blocking its slot, so it must exceed every provider
 deadline for a request and the time a client may still retry a revision. ``None`` keeps
 them forever, as SQLite does. No replay data (stored responses) exists in the contract yet.
 
-Failing closed: no retries (a retried script may run twice) and short timeouts; every
-Redis error becomes ``StoreUnavailable`` (503), chained. What Redis acknowledged survives a
+Failing closed: no retries (a retried script may run twice), short timeouts, and a pool
+of ``max_connections`` that a burst waits on rather than fails; every Redis error becomes
+``StoreUnavailable`` (503), chained. What Redis acknowledged survives a
 Redis restart only with ``appendonly yes`` (and a host crash only with ``appendfsync
 always``); ``open`` logs a warning when the server says otherwise. docs/operations-redis.md.
 """
@@ -59,7 +61,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
@@ -84,6 +86,7 @@ log = logging.getLogger("turngate.state")
 
 DAY = 24 * 3600.0
 RECORD_VERSION = 1
+LEASE_RAN_OUT = "in flight when its owner's lease ran out: that replica stopped or lost Redis"
 ABANDONED_CLAIM = "claim abandoned: its caller gave up (cancelled, or no answer) before sending"
 # How long a late copy of an abandoned claim is refused; a script the client gave up on
 # reaches the server within a network round trip, this is a wide margin.
@@ -161,6 +164,7 @@ class RedisStore:
         owner: str | None = None,
         connect_timeout: float = 0.5,
         command_timeout: float = 2.0,
+        max_connections: int = 64,
     ) -> None:
         if lease_ttl <= 0 or (operation_ttl is not None and operation_ttl < lease_ttl):
             raise ValueError("lease_ttl must be positive and operation_ttl no shorter")
@@ -171,27 +175,33 @@ class RedisStore:
         self.lease_ttl = lease_ttl
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
+        self.max_connections = max_connections
         self._configured_owner = owner
         self.owner = owner or ""
         self._client: Redis | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         # Claims whose caller is gone (operation id -> its ``now``), to fail or bar.
         self._abandoned: dict[str, float] = {}
-        self._chores: set[asyncio.Task[None]] = set()
+        self._settling: asyncio.Task[None] | None = None
 
     # --- lifecycle ---
 
     async def open(self) -> None:
         if self._client is not None:
             return
-        client = Redis.from_url(
+        # Blocking: a burst of calls beyond ``max_connections`` waits for a free connection
+        # (up to ``command_timeout``) instead of failing at once with "Too many connections".
+        pool = BlockingConnectionPool.from_url(
             self.url,
+            max_connections=self.max_connections,
+            timeout=self.command_timeout,
             decode_responses=True,
             retry=Retry(NoBackoff(), 0),
             socket_connect_timeout=self.connect_timeout,
             socket_timeout=self.command_timeout,
             **_pool_options(),
         )
+        client = Redis.from_pool(pool)
         owner = self._configured_owner or _new_owner()
         try:
             with self._unavailable("open"):
@@ -211,7 +221,8 @@ class RedisStore:
         if client is None:
             return
         heartbeat, self._heartbeat = self._heartbeat, None
-        for task in [heartbeat, *self._chores]:
+        settling, self._settling = self._settling, None
+        for task in (heartbeat, settling):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -300,10 +311,21 @@ class RedisStore:
         return await self._load(self._require(), operation_id)
 
     async def recover(self, *, now: float) -> list[OperationRecord]:
-        """In-flight operations of this store, or of owners whose lease ran out, → UNKNOWN.
+        """At start: in-flight operations of this owner or of expired owners → UNKNOWN.
 
-        Those of another owner whose lease is alive are left alone (see the module doc).
+        This owner's own are a previous process's under the same ``owner`` (or calls made
+        before ``recover``); those of another owner whose lease is alive are left alone.
         """
+        return await self._take_over(now, own_too=True)
+
+    async def take_over_expired(self, *, now: float) -> list[OperationRecord]:
+        """Any time (every ``lease_ttl``, say): in-flight operations of expired owners → UNKNOWN.
+
+        Never touches this store's own operations, so it is safe while they stream.
+        """
+        return await self._take_over(now, own_too=False)
+
+    async def _take_over(self, now: float, *, own_too: bool) -> list[OperationRecord]:
         client = self._require()
         with self._unavailable("recover"):
             listed = await client.hgetall(self._inflight_key())
@@ -312,14 +334,16 @@ class RedisStore:
             alive = [await client.exists(self._lease_key(o)) for o in others]
         gone = {o for o, lease in zip(others, alive, strict=True) if not lease}
         moved = []
-        for operation_id in sorted(owners):
-            if owners[operation_id] != self.owner and owners[operation_id] not in gone:
+        for operation_id, owner in sorted(owners.items()):
+            if owner == self.owner and own_too:
+                detail = LOST_AT_START
+            elif owner in gone:
+                detail = f"{LEASE_RAN_OUT} (owner {owner})"
+            else:
                 continue
             try:
-                lost = await self.transition(
-                    operation_id, Transition.LOSE, now=now, detail=LOST_AT_START
-                )
-            except KeyError:  # its record expired: nothing left to recover
+                lost = await self.transition(operation_id, Transition.LOSE, now=now, detail=detail)
+            except KeyError:  # its record expired: nothing left to take over
                 with self._unavailable("recover"):
                     await client.hdel(self._inflight_key(), operation_id)
                 continue
@@ -386,14 +410,13 @@ class RedisStore:
     def _abandon(self, operation_id: str, now: float) -> None:
         self._abandoned[operation_id] = now
         client = self._client
-        if client is not None:
-            chore = asyncio.create_task(self._try_settle(client))
-            self._chores.add(chore)
-            chore.add_done_callback(self._chores.discard)
+        if client is not None and (self._settling is None or self._settling.done()):
+            self._settling = asyncio.create_task(self._try_settle(client))
 
     async def _try_settle(self, client: Redis) -> None:
         with contextlib.suppress(StoreUnavailable):  # kept: the next heartbeat tries again
-            await self._settle_abandoned(client)
+            while self._abandoned:  # including claims abandoned while this one runs
+                await self._settle_abandoned(client)
 
     async def _settle_abandoned(self, client: Redis) -> None:
         for operation_id, at in list(self._abandoned.items()):
