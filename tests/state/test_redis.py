@@ -26,7 +26,7 @@ from tests.state.stores import draft
 from turngate.errors import StoreUnavailable
 from turngate.graph.codec import canonical_json
 from turngate.state.machine import DispatchState, Transition
-from turngate.state.redis import DAY, LEASE_RAN_OUT, RedisStore, durability_warning
+from turngate.state.redis import DAY, LEASE_RAN_OUT, RedisStore, durability_warnings
 from turngate.state.store import LOST_AT_START, ClaimConflict, OperationRecord, open_store
 
 S, T = DispatchState, Transition
@@ -314,18 +314,21 @@ async def test_open_store_takes_a_redis_url() -> None:
 
 
 @pytest.mark.parametrize(
-    ("appendonly", "appendfsync", "said"),
+    ("config", "said"),
     [
-        ("yes", "always", None),
-        ("yes", "everysec", "crash of the Redis host"),
-        ("no", "always", "without an append-only file"),
-        (None, None, "without an append-only file"),
+        ({"appendonly": "yes", "appendfsync": "always", "maxmemory-policy": "noeviction"}, []),
+        ({"appendonly": "yes", "appendfsync": "everysec"}, ["crash of the Redis host"]),
+        ({"appendonly": "no", "appendfsync": "always"}, ["no append-only file"]),
+        ({}, ["no append-only file"]),
+        (
+            {"appendonly": "no", "maxmemory-policy": "volatile-lru"},
+            ["no append-only file", "'volatile-lru' may evict"],
+        ),
     ],
+    ids=["durable", "everysec", "no-aof", "unknown", "no-aof-and-eviction"],
 )
-def test_durability_warning(appendonly: str | None, appendfsync: str | None, said: str) -> None:
-    warning = durability_warning(appendonly, appendfsync)
-    if said is None:
-        assert warning is None
-    else:
-        assert warning is not None
-        assert said in warning
+def test_durability_warnings(config: dict[str, str], said: list[str]) -> None:
+    warnings = durability_warnings(config)
+    assert len(warnings) == len(said)
+    for warning, words in zip(warnings, said, strict=True):
+        assert words in warning

@@ -223,3 +223,18 @@ async def test_a_cancelled_claim_that_never_landed_is_barred(
         await store.claim(gone, now=3.0)
     assert raised.value.rule == "dispatch_conflict"
     assert (await store.claim(draft("conv-gone"), now=4.0)).manifest.attempt == 1
+
+
+async def test_an_evicting_redis_is_named_at_open(
+    servers: Callable[..., RedisServer],
+    stores: Callable[..., Awaitable[RedisStore]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = servers(*DURABLE, "--maxmemory-policy", "volatile-lru")
+    with caplog.at_level(logging.WARNING, logger="turngate.state"):
+        store = await stores(server)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"state store {server.url}: maxmemory-policy 'volatile-lru' may evict operations and "
+        "slots, and an evicted slot admits a second attempt. Set maxmemory-policy noeviction."
+    ]
+    assert await store.ping() is True  # a warning, not a refusal

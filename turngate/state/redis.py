@@ -44,7 +44,8 @@ Failing closed: no retries (a retried script may run twice), short timeouts, and
 of ``max_connections`` that a burst waits on rather than fails; every Redis error becomes
 ``StoreUnavailable`` (503), chained. What Redis acknowledged survives a
 Redis restart only with ``appendonly yes`` (and a host crash only with ``appendfsync
-always``); ``open`` logs a warning when the server says otherwise. docs/operations-redis.md.
+always``), and survives memory pressure only with ``maxmemory-policy noeviction``; ``open``
+logs a warning when the server says otherwise. See docs/operations-redis.md.
 """
 
 from __future__ import annotations
@@ -530,28 +531,36 @@ def decode_record(text: str, operation_id: str) -> OperationRecord:
         raise StoreUnavailable(f"operation {operation_id} in Redis cannot be read: {exc}") from exc
 
 
-def durability_warning(appendonly: str | None, appendfsync: str | None) -> str | None:
-    """What a Redis restart or host crash would lose with these settings, or None."""
-    if appendonly != "yes":
-        return (
-            "Redis runs without an append-only file: a restart loses every operation written "
-            "since the last snapshot (or all of them). Set appendonly yes, appendfsync always."
+def durability_warnings(config: dict[str, str]) -> list[str]:
+    """What these server settings would lose: acknowledged writes, or whole keys."""
+    warnings = []
+    if config.get("appendonly") != "yes":
+        warnings.append(
+            "no append-only file: a Redis restart loses every operation written since the "
+            "last snapshot, or all of them. Set appendonly yes, appendfsync always."
         )
-    if appendfsync != "always":
-        return (
-            f"Redis fsyncs its append-only file {appendfsync!r}: a crash of the Redis host "
-            "(not only of the process) can lose acknowledged writes. Set appendfsync always."
+    elif config.get("appendfsync") != "always":
+        warnings.append(
+            f"appendfsync {config.get('appendfsync')!r}: a crash of the Redis host (not only "
+            "of its process) can lose acknowledged writes. Set appendfsync always."
         )
-    return None
+    if config.get("maxmemory-policy", "noeviction") != "noeviction":
+        warnings.append(
+            f"maxmemory-policy {config['maxmemory-policy']!r} may evict operations and slots, "
+            "and an evicted slot admits a second attempt. Set maxmemory-policy noeviction."
+        )
+    return warnings
 
 
 async def _warn_unless_durable(client: Redis, where: str) -> None:
     try:
-        config = await client.config_get("append*")
+        config = {
+            **await client.config_get("append*"),
+            **await client.config_get("maxmemory-policy"),
+        }
     except ResponseError:
         return  # CONFIG is disabled (managed Redis): the operator must check by other means
-    warning = durability_warning(config.get("appendonly"), config.get("appendfsync"))
-    if warning is not None:
+    for warning in durability_warnings({str(k): str(v) for k, v in config.items()}):
         log.warning("state store %s: %s", where, warning)
 
 
