@@ -448,8 +448,11 @@ class RedisStore:
                 await self._settle_abandoned(client)
             except StoreUnavailable as exc:
                 if not failing:
-                    log.warning("state store unreachable, lease not renewed: %s", exc)
+                    log.warning("state store unreachable: %s", exc)
                 failing = True
+            except Exception:
+                # A bug must not stop the heartbeat: the lease would lapse while we stream.
+                log.exception("state store heartbeat: unexpected error")
             else:
                 if failing:
                     log.warning("state store reachable again at %s", self.where)
