@@ -368,3 +368,19 @@ async def test_enforce_no_tools_enforces_tool_free_requests_and_shadows_the_rest
     status, headers, _body = await post(stack, CHAT, with_tools)
     assert status == 200
     assert stack.upstream.received[0].json() == with_tools
+
+
+async def test_a_bug_before_sending_is_the_apis_own_500_and_nothing_is_sent(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+):
+    from turngate.adapters.openai_chat import ADAPTER
+
+    def broken(body: Any, route: Any = None) -> Any:
+        raise KeyError("bug")
+
+    monkeypatch.setattr(ADAPTER, "parse_request", broken)
+    status, headers, body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
+    assert status == 500
+    assert headers["Turngate-Rejection"] == "internal_error"
+    assert orjson.loads(body)["error"]["code"] == "internal_error"
+    assert stack.upstream.received == []

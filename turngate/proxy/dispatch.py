@@ -46,6 +46,12 @@ from turngate.state.store import ClaimConflict, OperationRecord, StateStore
 
 log = logging.getLogger("turngate.proxy")
 
+
+class InternalError(TurngateError):
+    rule = "internal_error"
+    status = 500
+
+
 CONVERSATION_HEADER = "Turngate-Conversation-Id"
 _MAX_CONVERSATION_ID = 200
 
@@ -75,6 +81,10 @@ async def dispatch(
     except TurngateError as exc:
         log.info("refused %s %s: %s", request.method, request.path, exc.rule)
         return error_response(api, exc)
+    except Exception:
+        # A bug before anything was sent: the API's own 500, so the SDK raises as usual.
+        log.exception("internal error preparing %s %s", request.method, request.path)
+        return error_response(api, InternalError("turngate: internal error; nothing was sent"))
     attempt = Attempt(
         request=request,
         route=route,
