@@ -163,10 +163,9 @@ def is_tool_stop(api: str, frame: Frame) -> bool:
         choices = data.get("choices") or [{}]
         return choices[0].get("finish_reason") is not None
     if api == "gemini":
-        return any(
-            "functionCall" in p and not (p["functionCall"].get("willContinue"))
-            for p in _gemini_parts(frame)
-        )
+        # A call streamed in pieces (Vertex) ends with an empty functionCall part; a whole
+        # call has no stop of its own, the turn's finishReason chunk ends it.
+        return any(p.get("functionCall") == {} for p in _gemini_parts(frame))
     raise ValueError(api)
 
 
@@ -227,6 +226,8 @@ def drop_frames(api: str, stream: bytes, which: Callable[[str, Frame], bool]) ->
 
 def drop_tool_stop(api: str, stream: bytes) -> bytes | None:
     """Remove the stop of the first client tool call (Anthropic: its content_block_stop)."""
+    if api == "gemini" and has_tool_call(api, stream):
+        return drop_frames(api, stream, is_tool_stop) or drop_terminator(api, stream)
     if api != "anthropic":
         return drop_frames(api, stream, is_tool_stop)
     frames = split_frames(stream)

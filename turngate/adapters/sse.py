@@ -1,4 +1,5 @@
-"""Server-Sent Events, sans-I/O: bytes in, frames out; and the few bytes turngate writes back.
+"""Server-Sent Events, sans-I/O: bytes in, frames out; the bytes turngate writes back; and
+``StreamRelay``, the pure object the proxy drives for a streamed answer.
 
 ``SSEDecoder`` follows the WHATWG event-stream rules in the h11 style: ``feed(data)``
 returns the frames completed by ``data`` (possibly none: more bytes are needed) and
@@ -10,10 +11,13 @@ frame's ``raw``, so the ``raw`` of all frames, joined, is the input itself.
 
 A ``\\r`` at the end of the buffered bytes is not taken as a line end until the next byte
 (or ``close()``) shows whether a ``\\n`` follows: so a CRLF split across two reads gives the
-same frames, byte for byte, as one read.
+same frames, byte for byte, as one read. Buffers are bounded: a line longer than
+``max_line`` or a frame larger than ``max_frame`` raises ``SSEFrameTooLarge`` instead of
+growing without end, and a line trickling in is searched once, not once per read.
 
-Buffers are bounded: a line longer than ``max_line`` or a frame larger than ``max_frame``
-raises ``SSEFrameTooLarge`` instead of growing without end.
+``StreamEncoder`` is what the four API encoders share (marks, previews relayed as their raw
+frames, the failure path); ``StreamRelay`` chains SSE decoding, the API's stream decoder,
+the ``StreamAssembler`` and the API's encoder.
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ class SSEDecoder:
         self._buf = bytearray()
         # Next unread byte; the current frame's raw bytes start at offset 0 of ``_buf``.
         self._pos = 0
+        self._seen = 0
         self._started = False
         self._closed = False
         self._data: list[bytes] = []
@@ -135,19 +140,22 @@ class SSEDecoder:
             if self._has_data:
                 frames.append(self._frame(bytes(buf), truncated=True))
         buf.clear()
-        self._pos = 0
+        self._pos = self._seen = 0
         return frames
 
     def _scan(self, *, final: bool) -> list[SSEFrame]:
         buf = self._buf
         end = len(buf)
         pos = self._pos
+        # Bytes of the unfinished line already searched: a line trickling in is not rescanned.
+        seen = max(pos, self._seen)
         frame_end = 0
         frames: list[SSEFrame] = []
         search = _LINE_END.search
         while True:
-            match = search(buf, pos)
+            match = search(buf, seen)
             if match is None:
+                seen = end
                 break
             at = match.start()
             if buf[at] == _CR:
@@ -156,6 +164,7 @@ class SSEDecoder:
                 elif final:
                     after = at + 1
                 else:
+                    seen = at
                     break
             else:
                 after = at + 1
@@ -173,7 +182,7 @@ class SSEDecoder:
                     self._retry = None
             else:
                 self._line(bytes(buf[pos:at]))
-            pos = after
+            pos = seen = after
         if end - pos > self.max_line:
             raise SSEFrameTooLarge(f"SSE line longer than {self.max_line} bytes")
         if end - frame_end > self.max_frame:
@@ -181,6 +190,7 @@ class SSEDecoder:
         if frame_end:
             del buf[:frame_end]
         self._pos = pos - frame_end
+        self._seen = seen - frame_end
         return frames
 
     def _line(self, line: bytes) -> None:

@@ -21,13 +21,10 @@ the table does not allow in a state fails the turn (``stream_protocol``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, assert_never
-
-import orjson
 
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.capabilities import Capabilities
@@ -37,6 +34,7 @@ from turngate.graph.events import (
     BlockStart,
     BlockStop,
     CitationDelta,
+    DeltaEvent,
     Native,
     OpaqueDelta,
     ReasoningDelta,
@@ -59,26 +57,22 @@ from turngate.graph.model import (
     ToolCallBlock,
     UnknownBlock,
 )
-from turngate.graph.schema_check import SCHEMAS, SchemaUnusable, ToolSchemas
+from turngate.graph.schema_check import CallChecker, ToolSchemas, json_object
 from turngate.graph.turn import AssistantTurn, Usage
-from turngate.graph.validator import DUPLICATE_CALL_ID, INCOMPLETE_ARGUMENTS, INVALID_CALL_ID
+from turngate.graph.validator import INCOMPLETE_ARGUMENTS
 
 STREAM_TRUNCATED = "stream_truncated"
 MISSING_STOP = "missing_stop"
 STREAM_PROTOCOL = "stream_protocol"
 UPSTREAM_ERROR = "upstream_error"
-SCHEMA_VIOLATION = "schema_violation"
-UNKNOWN_TOOL = "unknown_tool"
 ARGUMENTS_MISMATCH = "arguments_mismatch"
+STREAM_MISMATCH = "stream_mismatch"
 UNKNOWN_KIND = "unknown_kind"
 
 # Builds the committed block from the block's final native object, the way the API's own
 # response parser does, so a streamed turn equals the same turn read whole. None: the
 # assembler's generic construction is used.
 BlockBuilder = Callable[[BlockStart, BlockStop, str, int], AnyBlock | None]
-
-# Any printable ASCII, no spaces, when the API states nothing stricter.
-_DEFAULT_CALL_ID = re.compile(r"[!-~]{1,256}")
 
 
 class AssemblerState(StrEnum):
@@ -234,9 +228,7 @@ class StreamAssembler:
         self.tools = tools
         self.generation = generation
         self.eof_terminates = eof_terminates
-        self._id_max = capabilities.max_call_id_length if capabilities else None
-        pattern = capabilities.call_id_pattern if capabilities else None
-        self._id_pattern = re.compile(pattern) if pattern else _DEFAULT_CALL_ID
+        self._capabilities = capabilities
         self.duplicates = 0
         self.quarantined = 0
         self.ignored = 0
@@ -250,7 +242,7 @@ class StreamAssembler:
         self.usage: Usage | None = None
         self.relayed = False
         self._blocks: dict[int, _Block] = {}
-        self._call_ids: set[str] = set()
+        self._calls = CallChecker(self.tools, self._capabilities)
         self._hwm: dict[int, int] = {}
         self._turn: AssistantTurn | None = None
         self._error: StreamFailed | None = None
@@ -426,15 +418,7 @@ class StreamAssembler:
             raise _Refused(STREAM_PROTOCOL, f"block {index} got an event after its stop")
         return block
 
-    def _delta(
-        self,
-        event: TextDelta
-        | ArgsDelta
-        | ReasoningDelta
-        | SignatureDelta
-        | CitationDelta
-        | OpaqueDelta,
-    ) -> list[Output]:
+    def _delta(self, event: DeltaEvent) -> list[Output]:
         block = self._open(event.index)
         kind = block.start.kind
         match event:
@@ -515,15 +499,37 @@ class StreamAssembler:
         built = None
         if self.builder is not None:
             built = self.builder(start, stop, block.block_id, start.index)
+            if built is not None:
+                self._check_streamed(block, stop, built)
         if built is None:
             built = self._generic(block, stop)
         if isinstance(built, ToolCallBlock):
-            self._check_call(built, start)
+            problem = self._calls.problem(built)
+            if problem is not None:
+                raise _Refused(*problem)
         elif start.kind == "tool_call":
             raise _Refused(
                 STREAM_PROTOCOL, f"block {start.index} is a tool call the API could not read"
             )
         return built
+
+    def _check_streamed(self, block: _Block, stop: BlockStop, built: AnyBlock) -> None:
+        """What was streamed must be what the provider's final object says: a duplicate or a
+        lost delta shows here even where the API has no sequence numbers."""
+        streamed = "".join(block.parts)
+        if not streamed:
+            return
+        if block.start.kind == "tool_call":
+            final = stop.arguments
+        elif isinstance(built, TextBlock | RefusalBlock):
+            final = built.text
+        else:
+            return
+        if final is not None and streamed != final:
+            raise _Refused(
+                ARGUMENTS_MISMATCH if block.start.kind == "tool_call" else STREAM_MISMATCH,
+                f"block {stop.index}: what was streamed differs from the block's final content",
+            )
 
     def _generic(self, block: _Block, stop: BlockStop) -> AnyBlock:
         start = block.start
@@ -565,7 +571,12 @@ class StreamAssembler:
         if kind == "server_tool":
             arguments = self._arguments(block, stop)
             if arguments.strip():
-                attrs["input"] = _json_object(arguments, start.call_id, start.name)
+                value = json_object(arguments)
+                if value is None:
+                    raise _Refused(
+                        INCOMPLETE_ARGUMENTS, f"block {start.index}: input is not an object"
+                    )
+                attrs["input"] = value
             return ServerToolBlock(
                 provider=self.api,
                 name=start.name or start.native_type or "",
@@ -588,59 +599,6 @@ class StreamAssembler:
                 f"block {stop.index}: the streamed arguments differ from the final ones",
             )
         return stop.arguments
-
-    def _check_call(self, call: ToolCallBlock, start: BlockStart) -> None:
-        """Only a complete, valid call with a valid, unique id is ever committed."""
-        name = call.name
-        if not name:
-            raise _Refused(STREAM_PROTOCOL, f"tool call in block {start.index} has no name")
-        if call.argument_state != "complete":
-            raise _Refused(
-                INCOMPLETE_ARGUMENTS,
-                f"tool call '{call.call_id}' ({name}) arguments are incomplete",
-            )
-        if call.tool_type == "function":
-            value = _json_object(call.arguments, call.call_id, name)
-            if self.tools is not None:
-                if name not in self.tools:
-                    raise _Refused(
-                        UNKNOWN_TOOL,
-                        f"tool call '{call.call_id}' names '{name}', a tool the request "
-                        "does not declare",
-                    )
-                try:
-                    problem = SCHEMAS.check(self.tools[name], value)
-                except SchemaUnusable as exc:
-                    raise _Refused(exc.rule, f"tool '{name}': {exc.message}") from exc
-                if problem is not None:
-                    raise _Refused(
-                        SCHEMA_VIOLATION,
-                        f"tool call '{call.call_id}' ({name}) arguments break the tool's "
-                        f"schema: {problem}",
-                    )
-        call_id = call.call_id
-        if not self._id_pattern.fullmatch(call_id) or (
-            self._id_max is not None and len(call_id) > self._id_max
-        ):
-            raise _Refused(
-                INVALID_CALL_ID, f"tool call in block {start.index} has an invalid id {call_id!r}"
-            )
-        if call_id in self._call_ids:
-            raise _Refused(DUPLICATE_CALL_ID, f"tool call id '{call_id}' is used twice in a turn")
-        self._call_ids.add(call_id)
-
-
-def _json_object(arguments: str, call_id: str | None, name: str | None) -> dict[str, Any]:
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        value = None
-    if not isinstance(value, dict):
-        raise _Refused(
-            INCOMPLETE_ARGUMENTS,
-            f"tool call '{call_id}' ({name}) arguments are not one complete JSON object",
-        )
-    return value
 
 
 def _merge_usage(old: Usage | None, new: Usage) -> Usage:

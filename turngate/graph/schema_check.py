@@ -8,21 +8,30 @@ written into the checked value.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import fastjsonschema
+import orjson
 
 from turngate.errors import UpstreamProtocolError
+from turngate.graph.capabilities import Capabilities
 from turngate.graph.codec import digest_of
-from turngate.graph.model import MessageSequence
+from turngate.graph.model import MessageSequence, ToolCallBlock
+from turngate.graph.validator import DUPLICATE_CALL_ID, INCOMPLETE_ARGUMENTS, INVALID_CALL_ID
 
 Validator = Callable[[Any], Any]
 # Tool name -> its parameters schema (None: declared without one, any object passes).
 ToolSchemas = Mapping[str, Any]
 
 DEFAULT_CACHE_SIZE = 512
+SCHEMA_VIOLATION = "schema_violation"
+UNKNOWN_TOOL = "unknown_tool"
+STREAM_PROTOCOL = "stream_protocol"
+# Any printable ASCII, no spaces, when the API states nothing stricter.
+_DEFAULT_CALL_ID = re.compile(r"[!-~]{1,256}")
 
 
 class SchemaUnusable(UpstreamProtocolError):
@@ -81,3 +90,64 @@ def check_arguments(schema: Any, value: Any) -> str | None:
 def tool_schemas(seq: MessageSequence) -> dict[str, Any]:
     """The function tools a request declares, by name, for the assembler to check calls against."""
     return {t.name: t.parameters for t in seq.tools if t.tool_type == "function"}
+
+
+def json_object(arguments: str) -> dict[str, Any] | None:
+    """``arguments`` parsed when it is exactly one JSON object (``""`` is not)."""
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class CallChecker:
+    """Whether a tool call may be committed: named, complete, one JSON object that satisfies
+    the declared schema (``tools`` None: no schema check), and a valid id unique in the turn.
+    """
+
+    def __init__(self, tools: ToolSchemas | None, capabilities: Capabilities | None) -> None:
+        self.tools = tools
+        self._max = capabilities.max_call_id_length if capabilities else None
+        pattern = capabilities.call_id_pattern if capabilities else None
+        self._pattern = re.compile(pattern) if pattern else _DEFAULT_CALL_ID
+        self._ids: set[str] = set()
+
+    def problem(self, call: ToolCallBlock) -> tuple[str, str] | None:
+        """``(rule, message)`` for a call that must not be committed; None records it."""
+        name, call_id = call.name, call.call_id
+        if not name:
+            return STREAM_PROTOCOL, f"tool call '{call_id}' has no name"
+        if call.argument_state != "complete":
+            return INCOMPLETE_ARGUMENTS, f"tool call '{call_id}' ({name}) arguments are incomplete"
+        if call.tool_type == "function":
+            value = json_object(call.arguments)
+            if value is None:
+                return (
+                    INCOMPLETE_ARGUMENTS,
+                    f"tool call '{call_id}' ({name}) arguments are not one complete JSON object",
+                )
+            found = self._schema_problem(name, call_id, value)
+            if found is not None:
+                return found
+        if not self._pattern.fullmatch(call_id) or (
+            self._max is not None and len(call_id) > self._max
+        ):
+            return INVALID_CALL_ID, f"tool call ({name}) has an invalid id {call_id!r}"
+        if call_id in self._ids:
+            return DUPLICATE_CALL_ID, f"tool call id '{call_id}' is used twice in a turn"
+        self._ids.add(call_id)
+        return None
+
+    def _schema_problem(self, name: str, call_id: str, value: Any) -> tuple[str, str] | None:
+        if self.tools is None:
+            return None
+        if name not in self.tools:
+            return UNKNOWN_TOOL, f"tool call '{call_id}' names '{name}', a tool not declared"
+        try:
+            problem = SCHEMAS.check(self.tools[name], value)
+        except SchemaUnusable as exc:
+            return exc.rule, f"tool '{name}': {exc.message}"
+        if problem is None:
+            return None
+        return SCHEMA_VIOLATION, f"tool call '{call_id}' ({name}) breaks its schema: {problem}"

@@ -59,6 +59,7 @@ class AnthropicStreamDecoder:
         self._json: dict[int, list[str]] = {}
         self._counts: dict[int, int] = {}
         self._input_tokens: int | None = None
+        self._open: int | None = None
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
@@ -132,6 +133,13 @@ class AnthropicStreamDecoder:
             raise UpstreamProtocolError(
                 f"content block {native_index} started out of order", rule="stream_protocol"
             )
+        if self._open is not None and self._open != native_index:
+            # Blocks stream one after another; the client's SDK indexes content by position.
+            raise UpstreamProtocolError(
+                f"content block {native_index} started before block {self._open} stopped",
+                rule="stream_protocol",
+            )
+        self._open = native_index
         index = self._index.setdefault(native_index, len(self._index))
         self._blocks[index] = dict(block)
         self._json[index] = []
@@ -212,6 +220,8 @@ class AnthropicStreamDecoder:
 
     def _stop(self, payload: dict[str, Any], raw: bytes) -> StreamEvent:
         index = self._block_index(payload)
+        if payload.get("index") == self._open:
+            self._open = None
         block = self._blocks[index]
         arguments = None
         if block.get("type") in _ARGUMENT_BLOCKS:

@@ -15,7 +15,14 @@ from typing import Any
 
 import orjson
 
-from turngate.adapters.sse import SSEFrame, StreamEncoder, encode_frame, frame_json, own_frame
+from turngate.adapters.sse import (
+    MarkStyle,
+    SSEFrame,
+    StreamEncoder,
+    encode_frame,
+    frame_json,
+    own_frame,
+)
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -210,7 +217,7 @@ def _message(native: dict[str, Any]) -> str:
 
 
 class ChatStreamEncoder(StreamEncoder):
-    def __init__(self, marks: Any = None) -> None:
+    def __init__(self, marks: MarkStyle | None = None) -> None:
         super().__init__(marks)
         self._envelope: dict[str, Any] = {"object": "chat.completion.chunk"}
         self._role_sent = False

@@ -71,6 +71,7 @@ class ResponsesStreamDecoder:
         self._parts: dict[tuple[int, int], int] = {}
         self._part_blocks: set[int] = set()
         self._outputs: set[int] = set()
+        self._open_item: int | None = None
         self._counts: dict[int, int] = {}
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
@@ -146,7 +147,14 @@ class ResponsesStreamDecoder:
                 raise UpstreamProtocolError(
                     f"output item {output_index} started out of order", rule="stream_protocol"
                 )
+            if self._open_item is not None:
+                # Items stream one after another; the SDK places them by output_index.
+                raise UpstreamProtocolError(
+                    f"output item {output_index} started before item {self._open_item} was done",
+                    rule="stream_protocol",
+                )
             self._outputs.add(output_index)
+            self._open_item = output_index
         kind = item.get("type")
         if kind == "message":
             return Native("response.output_item.added", seq=seq, raw=raw)
@@ -183,6 +191,8 @@ class ResponsesStreamDecoder:
         output_index, item = payload.get("output_index"), payload.get("item")
         if not isinstance(output_index, int) or not isinstance(item, dict):
             raise UpstreamProtocolError("malformed output_item.done", rule="stream_malformed")
+        if output_index == self._open_item:
+            self._open_item = None
         kind = item.get("type")
         if kind == "message":
             return Native("response.output_item.done", seq=seq, raw=raw)
