@@ -526,3 +526,29 @@ def test_a_late_old_generation_is_quarantined(path: Path) -> None:
     # The client got generation 2's stream, nothing of generation 1.
     assert out.replace(b" g2.b", b" g1.b") == clean_out
     COUNTS["late old-generation events quarantined"] += len(late)
+
+
+@pytest.mark.parametrize("path", fixture_params("openai-responses/*.sse"))
+def test_a_resumed_responses_stream_is_invisible_to_the_client(path: Path) -> None:
+    """Drop the connection mid-frame, resume from an earlier sequence number: the replayed
+    events are de-duplicated and the client gets exactly the uninterrupted stream."""
+    data = path.read_bytes()
+    if b'"sequence_number"' not in data:
+        pytest.skip("a recording without sequence numbers cannot be resumed")
+    clean_out, clean = relay("openai_responses", data)
+    ends = faults.frame_ends(data)
+    drop = (ends[len(ends) // 2] + ends[len(ends) // 2 + 1]) // 2
+    replay_from = ends[len(ends) // 3]
+    stream = StreamRelay("openai_responses")
+    out = stream.feed(data[:drop])
+    stream.resume()
+    out += stream.feed(data[replay_from:])
+    tail, outcome = stream.finish()
+    assert out + tail == clean_out
+    if isinstance(clean, StreamFailed):
+        assert isinstance(outcome, StreamFailed)
+        return
+    assert isinstance(outcome, AssistantTurn)
+    assert outcome.semantic_digest == clean.semantic_digest
+    assert stream.assembler.duplicates > 0
+    COUNTS["resumed streams: replayed events dropped by sequence"] += stream.assembler.duplicates

@@ -507,6 +507,14 @@ class StreamRelay:
             out += self.encoder.encode_failure(outcome)
         return out, outcome
 
+    def resume(self) -> None:
+        """The upstream connection dropped and the same generation is resumed from its handle
+        (Responses ``starting_after=N``): the cut frame is dropped, the decoders keep their
+        state, and events the new connection replays are de-duplicated by sequence number."""
+        max_line, max_frame = self._limits
+        _, decoder = self._lane(self.generation)
+        self._lanes[self.generation] = (SSEDecoder(max_line=max_line, max_frame=max_frame), decoder)
+
     def restart(self, generation: int) -> bytes:
         """A new attempt generation (a retry from the manifest bytes) takes over."""
         self.generation = generation
