@@ -1,0 +1,301 @@
+"""The dispatch metrics (SPEC §7): OTel instruments created once per meter, one method per
+thing the proxy observes. The same instruments feed OTLP and ``GET /metrics``.
+
+    instrument                                  kind              labels
+    turngate.validator.rejections               counter           rule, api
+    turngate.validator.shadow_rejections        counter           rule, api
+    turngate.tool_results.orphaned              counter           api
+    turngate.tool_results.duplicate             counter           api
+    turngate.dispatch.unknown                   observable gauge  (none)
+    turngate.dispatch.unknown_age               observable gauge  (none), seconds
+    turngate.dispatch.unknown_duration          histogram         api, outcome, seconds
+    turngate.recovery.attempts                  counter           api
+    turngate.recovery.successes                 counter           api
+    turngate.stream.late_blocks_quarantined     counter           api
+    turngate.stream.preview_retractions         counter           api
+    turngate.stream.duplicate_deltas            counter           api
+    turngate.cas.conflicts                      counter           api
+    turngate.tool_calls.partial_dispatches      counter           api  (must stay 0)
+    turngate.request.duration                   histogram         route, api, status, seconds
+    turngate.stream.time_to_first_byte          histogram         api, seconds
+    turngate.upstream.errors                    counter           api, status
+
+Every counter labelled by ``api`` alone starts at 0 for each API, so a scrape shows the
+series before the first event and an alert on ``partial_dispatches > 0`` has a series to
+watch. Labels are bounded: rule codes are the validator's stable codes, ``route`` is a
+template (``route_label``), never a raw path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal, get_args
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from turngate.graph.model import ApiName
+from turngate.graph.validator import DUPLICATE_RESULT, ORPHAN_RESULT
+
+APIS: tuple[ApiName, ...] = get_args(ApiName)
+UnknownOutcome = Literal["recovered", "settled", "cancelled"]
+
+_SECONDS_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+)  # fmt: skip
+# An UNKNOWN dispatch lasts from seconds (a quick resume) to a day (a provider deadline).
+_UNKNOWN_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0)
+
+UnknownAges = Callable[[], Iterable[float]]
+
+
+def _api(api: str | None) -> str:
+    return api if api is not None else "none"
+
+
+class DispatchMetrics:
+    def __init__(self, meter: Meter) -> None:
+        counter = meter.create_counter
+        self._rejections = counter(
+            "turngate.validator.rejections",
+            unit="{request}",
+            description="Requests refused before anything was sent, by rule code",
+        )
+        self._shadow_rejections = counter(
+            "turngate.validator.shadow_rejections",
+            unit="{request}",
+            description="Requests a shadowed route would have refused, by rule code",
+        )
+        self._orphaned = counter(
+            "turngate.tool_results.orphaned",
+            unit="{result}",
+            description="Tool results answering no tool call, in requests seen",
+        )
+        self._duplicate = counter(
+            "turngate.tool_results.duplicate",
+            unit="{result}",
+            description="Tool results repeating an answered call, in requests seen",
+        )
+        self._recovery_attempts = counter(
+            "turngate.recovery.attempts",
+            unit="{attempt}",
+            description="Queries or resumes of an UNKNOWN dispatch's response handle",
+        )
+        self._recovery_successes = counter(
+            "turngate.recovery.successes",
+            unit="{attempt}",
+            description="Handle recoveries that gave back the complete turn",
+        )
+        self._quarantined = counter(
+            "turngate.stream.late_blocks_quarantined",
+            unit="{event}",
+            description="Stream events of an attempt generation no longer active, never relayed",
+        )
+        self._retracted = counter(
+            "turngate.stream.preview_retractions",
+            unit="{block}",
+            description="Previewed blocks retracted because they will never be canonical",
+        )
+        self._duplicate_deltas = counter(
+            "turngate.stream.duplicate_deltas",
+            unit="{delta}",
+            description="Stream deltas dropped as repeats of one already relayed",
+        )
+        self._cas_conflicts = counter(
+            "turngate.cas.conflicts",
+            unit="{conflict}",
+            description="Claims that lost the canonical compare-and-swap to another attempt",
+        )
+        self._partial = counter(
+            "turngate.tool_calls.partial_dispatches",
+            unit="{dispatch}",
+            description="Tool calls relayed before they were complete and valid; must stay 0",
+        )
+        self._upstream_errors = counter(
+            "turngate.upstream.errors",
+            unit="{error}",
+            description="Upstream error answers by HTTP status, or transport failures by rule",
+        )
+        self._duration = meter.create_histogram(
+            "turngate.request.duration",
+            unit="s",
+            description="Time from request received to response finished",
+            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
+        )
+        self._ttfb = meter.create_histogram(
+            "turngate.stream.time_to_first_byte",
+            unit="s",
+            description="Time from the request's bytes sent upstream to the first byte back",
+            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
+        )
+        self._unknown_duration = meter.create_histogram(
+            "turngate.dispatch.unknown_duration",
+            unit="s",
+            description="How long a dispatch stayed UNKNOWN before it was recovered or settled",
+            explicit_bucket_boundaries_advisory=_UNKNOWN_BUCKETS,
+        )
+        self._unknown_ages: UnknownAges | None = None
+        meter.create_observable_gauge(
+            "turngate.dispatch.unknown",
+            callbacks=[self._observe_unknown_count],
+            unit="{dispatch}",
+            description="Dispatches whose outcome is UNKNOWN now",
+        )
+        meter.create_observable_gauge(
+            "turngate.dispatch.unknown_age",
+            callbacks=[self._observe_unknown_age],
+            unit="s",
+            description="Age of the oldest UNKNOWN dispatch now (0 when there is none)",
+        )
+        self._by_api = {api: {"api": api} for api in (*APIS, "none")}
+        for instrument in (
+            self._orphaned,
+            self._duplicate,
+            self._recovery_attempts,
+            self._recovery_successes,
+            self._quarantined,
+            self._retracted,
+            self._duplicate_deltas,
+            self._cas_conflicts,
+            self._partial,
+        ):
+            for api in APIS:
+                instrument.add(0, self._by_api[api])
+
+    def _labels(self, api: str | None) -> dict[str, str]:
+        labels = self._by_api.get(_api(api))
+        return labels if labels is not None else {"api": _api(api)}
+
+    # -- validation ----------------------------------------------------------------------
+
+    def validated(self, api: str, rules: Sequence[str], *, enforced: bool = True) -> None:
+        """A verdict's rule codes (empty when READY). ``enforced``: the request was refused;
+        otherwise the route only shadows and the rules count as shadow rejections. Orphaned
+        and duplicate results are counted one by one either way."""
+        if not rules:
+            return
+        labels = self._labels(api)
+        orphaned = rules.count(ORPHAN_RESULT)
+        duplicate = rules.count(DUPLICATE_RESULT)
+        if orphaned:
+            self._orphaned.add(orphaned, labels)
+        if duplicate:
+            self._duplicate.add(duplicate, labels)
+        counter = self._rejections if enforced else self._shadow_rejections
+        for rule in dict.fromkeys(rules):
+            counter.add(1, {"rule": rule, "api": labels["api"]})
+
+    def refused(self, api: str | None, rule: str) -> None:
+        """A refusal that is not a validator verdict (context length, paused, bad body…)."""
+        self._rejections.add(1, {"rule": rule, "api": _api(api)})
+
+    # -- dispatch state ------------------------------------------------------------------
+
+    def cas_conflict(self, api: str | None) -> None:
+        self._cas_conflicts.add(1, self._labels(api))
+
+    def recovery_attempt(self, api: str) -> None:
+        self._recovery_attempts.add(1, self._labels(api))
+
+    def recovery_success(self, api: str) -> None:
+        self._recovery_successes.add(1, self._labels(api))
+
+    def watch_unknown(self, ages: UnknownAges) -> None:
+        """``ages()`` returns the age in seconds of every UNKNOWN dispatch now; read at each
+        collection (a scrape, an OTLP export), from the collecting thread: keep it cheap and
+        free of I/O (``UnknownDispatches.ages`` is)."""
+        self._unknown_ages = ages
+
+    def unknown_resolved(self, api: str, seconds: float, outcome: UnknownOutcome) -> None:
+        self._unknown_duration.record(seconds, {"api": api, "outcome": outcome})
+
+    def _current_ages(self) -> list[float]:
+        source = self._unknown_ages
+        return [] if source is None else list(source())
+
+    def _observe_unknown_count(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(len(self._current_ages()))]
+
+    def _observe_unknown_age(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(max(self._current_ages(), default=0.0))]
+
+    # -- streams -------------------------------------------------------------------------
+
+    def late_blocks_quarantined(self, api: str, count: int = 1) -> None:
+        if count:
+            self._quarantined.add(count, self._labels(api))
+
+    def previews_retracted(self, api: str, count: int = 1) -> None:
+        if count:
+            self._retracted.add(count, self._labels(api))
+
+    def duplicate_deltas(self, api: str, count: int = 1) -> None:
+        if count:
+            self._duplicate_deltas.add(count, self._labels(api))
+
+    def partial_dispatch(self, api: str) -> None:
+        self._partial.add(1, self._labels(api))
+
+    # -- requests ------------------------------------------------------------------------
+
+    def request_finished(self, *, route: str, api: str | None, status: int, seconds: float) -> None:
+        self._duration.record(seconds, {"route": route, "api": _api(api), "status": str(status)})
+
+    def first_byte(self, api: str | None, seconds: float) -> None:
+        self._ttfb.record(seconds, self._labels(api))
+
+    def upstream_error(self, api: str | None, status: int | str) -> None:
+        """An upstream error status (``500``), or a transport failure's rule code
+        (``upstream_unavailable``) when no status came back."""
+        self._upstream_errors.add(1, {"api": _api(api), "status": str(status)})
+
+
+class UnknownDispatches:
+    """The UNKNOWN dispatches this process knows of, and since when: ``ages`` is the
+    gauge's source. Fed from the store's recovery at start and from LOSE/RECOVER/SETTLE
+    transitions; with a shared Redis store each replica sees only what it lost or
+    recovered itself."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._since: dict[str, float] = {}
+
+    def lost(self, operation_id: str, *, at: float) -> None:
+        self._since.setdefault(operation_id, at)
+
+    def resolved(self, operation_id: str, *, at: float) -> float | None:
+        """How long it was UNKNOWN, or None when this process did not know it as UNKNOWN."""
+        since = self._since.pop(operation_id, None)
+        return None if since is None else max(0.0, at - since)
+
+    def ages(self) -> list[float]:
+        now = self._clock()
+        return [max(0.0, now - since) for since in self._since.values()]
+
+    def __len__(self) -> int:
+        return len(self._since)
+
+
+_GEMINI_MODEL = re.compile(r"/models/[^/:]+:")
+_RESPONSE_ID = re.compile(r"^(/openai/v1/responses/)[^/]+")
+_OWN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+def route_label(path: str, *, parsed: bool) -> str:
+    """A bounded ``route`` label: the template of a parsed route (a Gemini model becomes
+    ``{model}``), the prefix of a relayed one (``/openai/*``), turngate's own paths as they
+    are, ``other`` for anything else."""
+    if parsed:
+        return _GEMINI_MODEL.sub("/models/{model}:", path)
+    if path in _OWN_PATHS:
+        return path
+    if path.startswith("/turngate/v1/operations/"):
+        return "/turngate/v1/operations/{id}"
+    if path.startswith("/turngate/v1/conversations/"):
+        return "/turngate/v1/conversations/{id}"
+    if _RESPONSE_ID.match(path):
+        return "/openai/v1/responses/{id}"
+    for prefix in ("/openai/", "/anthropic/", "/gemini/"):
+        if path.startswith(prefix):
+            return prefix + "*"
+    return "other"
