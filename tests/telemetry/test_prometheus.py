@@ -1,0 +1,139 @@
+"""GET /metrics on an aiohttp test server, scraped and parsed with prometheus_client's parser."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from turngate.telemetry.config import TelemetryConfig
+from turngate.telemetry.metrics import APIS, UnknownDispatches
+from turngate.telemetry.prometheus import DISABLED_BODY, TELEMETRY, install
+from turngate.telemetry.setup import Telemetry, setup_telemetry
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+ClientFactory = Callable[..., Any]
+
+
+def samples(text: str, parse: Callable[[str], Any] = text_string_to_metric_families) -> Samples:
+    out: Samples = {}
+    for family in parse(text):
+        for sample in family.samples:
+            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return out
+
+
+def key(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
+    return name, frozenset(labels.items())
+
+
+async def serve(aiohttp_client: ClientFactory, telemetry: Telemetry) -> TestClient[Any, Any]:
+    app = web.Application()
+    install(app, telemetry)
+    client: TestClient[Any, Any] = await aiohttp_client(app)
+    return client
+
+
+def record_some(telemetry: Telemetry, clock: list[float]) -> None:
+    metrics = telemetry.metrics
+    metrics.validated("openai_chat", ["orphan_result", "orphan_result", "missing_result"])
+    metrics.validated("anthropic", ["duplicate_result"], enforced=False)
+    metrics.refused("gemini", "context_length_exceeded")
+    metrics.cas_conflict("openai_chat")
+    metrics.request_finished(
+        route="/openai/v1/chat/completions", api="openai_chat", status=200, seconds=0.3
+    )
+    metrics.request_finished(
+        route="/openai/v1/chat/completions", api="openai_chat", status=200, seconds=4.0
+    )
+    metrics.upstream_error("anthropic", 529)
+    unknown = UnknownDispatches(lambda: clock[0])
+    unknown.lost("op_a", at=10.0)
+    unknown.lost("op_b", at=40.0)
+    metrics.watch_unknown(unknown.ages)
+
+
+async def test_metrics_scraped_and_parsed(aiohttp_client: ClientFactory) -> None:
+    telemetry = setup_telemetry(TelemetryConfig(resource={"service.name": "turngate-test"}))
+    clock = [100.0]
+    record_some(telemetry, clock)
+    client = await serve(aiohttp_client, telemetry)
+    response = await client.get("/metrics")
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    scraped = samples(await response.text())
+    rejections = "turngate_validator_rejections_total"
+    assert scraped[key(rejections, rule="orphan_result", api="openai_chat")] == 1
+    assert scraped[key(rejections, rule="missing_result", api="openai_chat")] == 1
+    assert scraped[key(rejections, rule="context_length_exceeded", api="gemini")] == 1
+    assert (
+        scraped[
+            key(
+                "turngate_validator_shadow_rejections_total",
+                rule="duplicate_result",
+                api="anthropic",
+            )
+        ]
+        == 1
+    )
+    assert scraped[key("turngate_tool_results_orphaned_total", api="openai_chat")] == 2
+    assert scraped[key("turngate_tool_results_duplicate_total", api="anthropic")] == 1
+    assert scraped[key("turngate_cas_conflicts_total", api="openai_chat")] == 1
+    assert scraped[key("turngate_upstream_errors_total", api="anthropic", status="529")] == 1
+    for api in APIS:
+        assert scraped[key("turngate_tool_calls_partial_dispatches_total", api=api)] == 0
+    assert scraped[key("turngate_dispatch_unknown")] == 2
+    assert scraped[key("turngate_dispatch_unknown_age_seconds")] == 90.0
+    duration = "turngate_request_duration_seconds"
+    labels = {"route": "/openai/v1/chat/completions", "api": "openai_chat", "status": "200"}
+    assert scraped[key(duration + "_count", **labels)] == 2
+    assert scraped[key(duration + "_sum", **labels)] == pytest.approx(4.3)
+    assert scraped[key(duration + "_bucket", le="0.5", **labels)] == 1
+    assert scraped[key(duration + "_bucket", le="5.0", **labels)] == 2
+    assert scraped[key(duration + "_bucket", le="+Inf", **labels)] == 2
+    target = [k for k in scraped if k[0] == "target_info"]
+    assert len(target) == 1
+    assert ("service_name", "turngate-test") in target[0][1]
+    # The gauge is read at each scrape: a later scrape sees a later clock.
+    clock[0] = 130.0
+    again = samples(await (await client.get("/metrics")).text())
+    assert again[key("turngate_dispatch_unknown_age_seconds")] == 120.0
+    assert client.app[TELEMETRY] is telemetry
+
+
+async def test_openmetrics_when_the_scraper_asks(aiohttp_client: ClientFactory) -> None:
+    telemetry = setup_telemetry(TelemetryConfig())
+    telemetry.metrics.partial_dispatch("gemini")
+    client = await serve(aiohttp_client, telemetry)
+    response = await client.get(
+        "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+    )
+    assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+    scraped = samples(await response.text(), openmetrics_families)
+    assert scraped[key("turngate_tool_calls_partial_dispatches_total", api="gemini")] == 1
+
+
+async def test_two_apps_in_one_process_keep_their_own_counts(aiohttp_client: ClientFactory) -> None:
+    first, second = setup_telemetry(TelemetryConfig()), setup_telemetry(TelemetryConfig())
+    first.metrics.cas_conflict("anthropic")
+    for telemetry, expected in ((first, 1), (second, 0)):
+        client = await serve(aiohttp_client, telemetry)
+        scraped = samples(await (await client.get("/metrics")).text())
+        assert scraped[key("turngate_cas_conflicts_total", api="anthropic")] == expected
+
+
+async def test_sdk_disabled_serves_a_comment_and_no_series(aiohttp_client: ClientFactory) -> None:
+    telemetry = setup_telemetry(TelemetryConfig(disabled=True))
+    telemetry.metrics.cas_conflict("anthropic")
+    client = await serve(aiohttp_client, telemetry)
+    response = await client.get("/metrics")
+    body = await response.read()
+    assert (response.status, body) == (200, DISABLED_BODY)
+    assert samples(body.decode()) == {}
