@@ -7,6 +7,11 @@ operation is atomic for every coroutine of the process and cannot be cancelled h
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections import deque
+from typing import Any
+
+import orjson
 
 from turngate.errors import StoreUnavailable
 from turngate.state.machine import IN_FLIGHT, Transition
@@ -15,6 +20,7 @@ from turngate.state.store import (
     BLOCKING,
     LOST_AT_START,
     OperationRecord,
+    check_log_args,
     claim_conflict,
     claim_slot,
     claimed_record,
@@ -29,6 +35,8 @@ class MemoryStore:
         self._records: dict[str, OperationRecord] = {}
         # (conversation key, revision, cancel generation) -> operation ids, oldest first.
         self._attempts: dict[tuple[str, int, int], list[str]] = {}
+        # kind -> (at, entry as JSON), newest last; kept as bytes, as the other stores do.
+        self._logs: dict[str, deque[tuple[float, bytes]]] = {}
 
     async def open(self) -> None:
         self._open = True
@@ -90,6 +98,24 @@ class MemoryStore:
                     self._records[operation_id] = lost
                     moved.append(lost)
             return moved
+
+    async def append_log(self, kind: str, entry: dict[str, Any], *, now: float, keep: int) -> None:
+        check_log_args(kind, keep=keep)
+        data = orjson.dumps(entry)
+        async with self._lock:
+            self._require_open()
+            log = self._logs.setdefault(kind, deque())
+            log.append((now, data))
+            while len(log) > keep:
+                log.popleft()
+
+    async def read_log(self, kind: str, *, limit: int) -> list[dict[str, Any]]:
+        check_log_args(kind, limit=limit)
+        async with self._lock:
+            self._require_open()
+            log = self._logs.get(kind, deque())
+            newest = [data for _at, data in itertools.islice(reversed(log), limit)]
+        return [orjson.loads(data) for data in newest]
 
     def _require_open(self) -> None:
         if not self._open:

@@ -19,6 +19,7 @@ Keys, all under ``key_prefix`` ("turngate:"):
     inflight             hash: operation id -> owner, for each DISPATCHING/SENT/STREAMING one
     lease:{owner}        the owner's heartbeat, expires ``lease_ttl`` after the last beat
     abandoned:{id}       a claim whose caller is gone: a late arrival of it must lose
+    log:{kind}           list: a capped log, newest first (LPUSH + LTRIM), {"at", "entry"}
 
 Replicas and ``recover``: each open store is an *owner*, a random id per ``open`` (or a
 stable ``owner`` you configure), and renews its lease every ``lease_ttl / 3``. A claim
@@ -39,6 +40,7 @@ slot never before its records. That is how long a revision keeps its one canonic
 and an UNKNOWN attempt keeps blocking its slot, so it must exceed every provider's
 deadline for a request and the time a client may still retry a revision. ``None`` keeps
 them forever, as SQLite does. No replay data (stored responses) exists in the contract yet.
+A capped log expires ``operation_ttl`` after its newest entry.
 
 Failing closed: no retries (a retried script may run twice), short timeouts, and a pool
 of ``max_connections`` that a burst waits on rather than fails; every Redis error becomes
@@ -77,6 +79,7 @@ from turngate.state.store import (
     LOST_AT_START,
     OperationRecord,
     StateChange,
+    check_log_args,
     claim_conflict,
     claim_slot,
     claimed_record,
@@ -353,6 +356,32 @@ class RedisStore:
             moved.append(lost)
         return moved
 
+    # --- capped logs ---
+
+    async def append_log(self, kind: str, entry: dict[str, Any], *, now: float, keep: int) -> None:
+        check_log_args(kind, keep=keep)
+        client, key = self._require(), self._log_key(kind)
+        data = orjson.dumps({"at": now, "entry": entry})
+        with self._unavailable("log append"):
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.lpush(key, data)
+                pipe.ltrim(key, 0, keep - 1)
+                if self.operation_ttl is not None:
+                    pipe.pexpire(key, self._ttl_ms())
+                await pipe.execute()
+
+    async def read_log(self, kind: str, *, limit: int) -> list[dict[str, Any]]:
+        check_log_args(kind, limit=limit)
+        if limit == 0:
+            return []
+        client = self._require()
+        with self._unavailable("log read"):
+            items = await client.lrange(self._log_key(kind), 0, limit - 1)
+        try:
+            return [orjson.loads(item)["entry"] for item in items]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise StoreUnavailable(f"a {kind!r} log entry in Redis cannot be read") from exc
+
     # --- the claim ---
 
     async def _claim_once(
@@ -501,6 +530,9 @@ class RedisStore:
 
     def _abandoned_key(self, operation_id: str) -> str:
         return f"{self.key_prefix}abandoned:{operation_id}"
+
+    def _log_key(self, kind: str) -> str:
+        return f"{self.key_prefix}log:{kind}"
 
 
 def _encode(record: OperationRecord) -> str:

@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import orjson
 
@@ -39,6 +39,7 @@ from turngate.state.store import (
     LOST_AT_START,
     OperationRecord,
     StateChange,
+    check_log_args,
     claim_conflict,
     claim_slot,
     claimed_record,
@@ -91,6 +92,20 @@ MIGRATIONS: tuple[Migration, ...] = (
                 detail TEXT,
                 PRIMARY KEY (operation_id, seq)
             ) WITHOUT ROWID""",
+        ),
+    ),
+    Migration(
+        2,
+        "capped logs per kind (shadow diffs, quarantined blocks), newest with the highest id",
+        (
+            # A rowid table: entries run to tens of KB, too large for WITHOUT ROWID pages.
+            """CREATE TABLE logs (
+                id INTEGER PRIMARY KEY,
+                kind TEXT NOT NULL,
+                at REAL NOT NULL,
+                entry TEXT NOT NULL
+            )""",
+            "CREATE INDEX logs_by_kind ON logs (kind, id)",
         ),
     ),
 )
@@ -158,6 +173,14 @@ class SQLiteStore:
 
     async def recover(self, *, now: float) -> list[OperationRecord]:
         return await self._run(_recover, now)
+
+    async def append_log(self, kind: str, entry: dict[str, Any], *, now: float, keep: int) -> None:
+        check_log_args(kind, keep=keep)
+        await self._run(_append_log, kind, orjson.dumps(entry).decode(), now, keep)
+
+    async def read_log(self, kind: str, *, limit: int) -> list[dict[str, Any]]:
+        check_log_args(kind, limit=limit)
+        return await self._run(_read_log, kind, limit)
 
     async def _run(
         self,
@@ -334,6 +357,28 @@ def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:
             _save_move(db, record, lost)
             moved.append(lost)
     return moved
+
+
+def _append_log(db: sqlite3.Connection, kind: str, entry: str, now: float, keep: int) -> None:
+    with _transaction(db, "IMMEDIATE"):
+        db.execute("INSERT INTO logs (kind, at, entry) VALUES (?, ?, ?)", (kind, now, entry))
+        # The newest row has the highest id (it is never dropped, so ids only grow).
+        db.execute(
+            "DELETE FROM logs WHERE kind = ? AND id <="
+            " (SELECT id FROM logs WHERE kind = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+            (kind, kind, keep),
+        )
+
+
+def _read_log(db: sqlite3.Connection, kind: str, limit: int) -> list[dict[str, Any]]:
+    with _transaction(db, "DEFERRED"):
+        rows = db.execute(
+            "SELECT id, entry FROM logs WHERE kind = ? ORDER BY id DESC LIMIT ?", (kind, limit)
+        ).fetchall()
+    try:
+        return [orjson.loads(entry) for _id, entry in rows]
+    except orjson.JSONDecodeError as exc:
+        raise StoreUnavailable(f"a {kind!r} log entry in the state file cannot be read") from exc
 
 
 def _insert(db: sqlite3.Connection, record: OperationRecord) -> None:

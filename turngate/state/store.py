@@ -3,13 +3,16 @@
 A store holds operations: a manifest, its current DispatchState and the history of
 changes. ``claim`` is the compare-and-swap the whole dispatch path rests on: for one
 (conversation, revision, cancelGeneration) at most one attempt is live at a time.
+
+It also keeps capped logs (``append_log``/``read_log``): shadow diffs, quarantined blocks,
+a conversation's stored graph; each keeps its newest entries only.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from turngate.errors import StateConflict
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition, advance
@@ -175,6 +178,29 @@ class StateStore(Protocol):
     async def recover(self, *, now: float) -> list[OperationRecord]:
         """At start: every operation left DISPATCHING, SENT or STREAMING becomes UNKNOWN."""
         ...
+
+    async def append_log(self, kind: str, entry: dict[str, Any], *, now: float, keep: int) -> None:
+        """Add ``entry`` (JSON-able) to the capped log ``kind``, atomically.
+
+        The log keeps the newest ``keep`` entries (at least 1); older ones are dropped. Logs
+        of different kinds are independent (``shadow``: shadow diffs; ``quarantine``: late
+        blocks; ``graph:{conversation}``: a conversation's stored graph, kept 1).
+        """
+        ...
+
+    async def read_log(self, kind: str, *, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` entries of the log ``kind``, newest first; [] for an unknown kind."""
+        ...
+
+
+def check_log_args(kind: str, *, keep: int | None = None, limit: int | None = None) -> None:
+    """The arguments every store refuses alike."""
+    if not kind:
+        raise ValueError("a log needs a kind")
+    if keep is not None and keep < 1:
+        raise ValueError(f"a log keeps at least 1 entry, not {keep}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"cannot read {limit} entries")
 
 
 def open_store(url: str) -> StateStore:

@@ -1,0 +1,52 @@
+-- turngate SQLite state file, schema version 2 (PRAGMA user_version = 2).
+-- Saved by hand from a real store; never edit: it is what old files hold.
+BEGIN TRANSACTION;
+CREATE TABLE history (
+                operation_id TEXT NOT NULL REFERENCES operations (operation_id),
+                seq INTEGER NOT NULL,
+                state TEXT NOT NULL,
+                transition TEXT,
+                at REAL NOT NULL,
+                detail TEXT,
+                PRIMARY KEY (operation_id, seq)
+            ) WITHOUT ROWID;
+INSERT INTO "history" VALUES('op-saved-1',0,'PREPARED',NULL,1.0,NULL);
+INSERT INTO "history" VALUES('op-saved-1',1,'DISPATCHING','claim',1.0,NULL);
+INSERT INTO "history" VALUES('op-saved-1',2,'FAILED','fail',2.0,'upstream 529 overloaded');
+INSERT INTO "history" VALUES('op-saved-2',0,'PREPARED',NULL,3.0,NULL);
+INSERT INTO "history" VALUES('op-saved-2',1,'DISPATCHING','claim',3.0,NULL);
+INSERT INTO "history" VALUES('op-saved-2',2,'SENT','send',4.0,NULL);
+INSERT INTO "history" VALUES('op-saved-2',3,'STREAMING','stream',5.0,'é ✓');
+INSERT INTO "history" VALUES('op-saved-2',4,'COMMITTED','commit',6.0,NULL);
+INSERT INTO "history" VALUES('op-saved-3',0,'PREPARED',NULL,7.0,NULL);
+INSERT INTO "history" VALUES('op-saved-3',1,'DISPATCHING','claim',7.0,NULL);
+INSERT INTO "history" VALUES('op-saved-3',2,'SENT','send',8.0,NULL);
+CREATE TABLE logs (
+                id INTEGER PRIMARY KEY,
+                kind TEXT NOT NULL,
+                at REAL NOT NULL,
+                entry TEXT NOT NULL
+            );
+INSERT INTO "logs" VALUES(2,'shadow',12.0,'{"api":"openai_chat","note":"é ✓"}');
+INSERT INTO "logs" VALUES(3,'shadow',13.0,'{"api":"anthropic","note":"newest"}');
+INSERT INTO "logs" VALUES(4,'quarantine',14.0,'{"handle":"msg_late"}');
+CREATE TABLE operations (
+                operation_id TEXT PRIMARY KEY,
+                conversation_key TEXT NOT NULL,
+                conversation_revision INTEGER NOT NULL,
+                cancel_generation INTEGER NOT NULL,
+                attempt INTEGER NOT NULL,
+                state TEXT NOT NULL,
+                handle TEXT,
+                manifest TEXT NOT NULL,
+                UNIQUE (conversation_key, conversation_revision, cancel_generation, attempt)
+            );
+INSERT INTO "operations" VALUES('op-saved-1','conv-saved',1,0,1,'FAILED',NULL,'{"adapter":"openai_chat@1","api":"openai_chat","attempt":1,"cancelGeneration":0,"conversationId":"conv-saved","conversationRevision":1,"createdAt":1700000000.0,"credentialHash":"hmac:cred","idempotencyKey":"turngate-c6266a7698e62835397c0b0d3da61e0e97c00e27","model":"gpt-test","operationId":"op-saved-1","policyDigest":"sha256:3333333333333333333333333333333333333333333333333333333333333333","provider":"openai","requestDigest":"sha256:4444444444444444444444444444444444444444444444444444444444444444","route":"/openai/v1/chat/completions","schemaVersion":"turngate.DispatchManifest.v1","sequenceDigest":"sha256:1111111111111111111111111111111111111111111111111111111111111111","stream":true,"toolsetDigest":"sha256:2222222222222222222222222222222222222222222222222222222222222222"}');
+INSERT INTO "operations" VALUES('op-saved-2','conv-saved',1,0,2,'COMMITTED','msg_saved','{"adapter":"openai_chat@1","api":"openai_chat","attempt":2,"cancelGeneration":0,"conversationId":"conv-saved","conversationRevision":1,"createdAt":1700000000.0,"credentialHash":"hmac:cred","idempotencyKey":"turngate-b90a19bf22e38154067176794c1bc2ce623b656d","model":"gpt-test","operationId":"op-saved-2","policyDigest":"sha256:3333333333333333333333333333333333333333333333333333333333333333","provider":"openai","requestDigest":"sha256:4444444444444444444444444444444444444444444444444444444444444444","route":"/openai/v1/chat/completions","schemaVersion":"turngate.DispatchManifest.v1","sequenceDigest":"sha256:1111111111111111111111111111111111111111111111111111111111111111","stream":true,"toolsetDigest":"sha256:2222222222222222222222222222222222222222222222222222222222222222"}');
+INSERT INTO "operations" VALUES('op-saved-3','op-saved-3',0,0,1,'SENT',NULL,'{"adapter":"openai_chat@1","api":"openai_chat","attempt":1,"cancelGeneration":0,"conversationId":null,"conversationRevision":0,"createdAt":1700000000.0,"credentialHash":"hmac:cred","idempotencyKey":"turngate-20ab3e1efdf4064c17ee1be4f8cfca892d8cb43e","model":"gpt-test","operationId":"op-saved-3","policyDigest":"sha256:3333333333333333333333333333333333333333333333333333333333333333","provider":"openai","requestDigest":"sha256:4444444444444444444444444444444444444444444444444444444444444444","route":"/openai/v1/chat/completions","schemaVersion":"turngate.DispatchManifest.v1","sequenceDigest":"sha256:1111111111111111111111111111111111111111111111111111111111111111","stream":true,"toolsetDigest":"sha256:2222222222222222222222222222222222222222222222222222222222222222"}');
+CREATE UNIQUE INDEX operations_one_live
+                ON operations (conversation_key, conversation_revision, cancel_generation)
+                WHERE state IN ('DISPATCHING', 'SENT', 'STREAMING', 'UNKNOWN', 'COMMITTED');
+CREATE INDEX operations_by_state ON operations (state);
+CREATE INDEX logs_by_kind ON logs (kind, id);
+COMMIT;
