@@ -138,7 +138,7 @@ class ProxyDouble:
         with self.telemetry.dispatch_span(
             api=api,
             model=seq.model,
-            route=route_label(request.path, parsed=True),
+            route=route_label(request.path),
             stream=seq.stream,
             rollout_mode=request.mode,
             conversation_id=request.conversation_id,
@@ -294,7 +294,7 @@ class ProxyDouble:
         upstream: Upstream | None = None,
     ) -> Outcome:
         seconds = self.clock.now - started
-        route = route_label(request.path, parsed=True)
+        route = route_label(request.path)
         self.telemetry.metrics.request_finished(
             route=route, api=request.api, status=outcome.status, seconds=seconds
         )

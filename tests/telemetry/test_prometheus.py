@@ -137,3 +137,35 @@ async def test_sdk_disabled_serves_a_comment_and_no_series(aiohttp_client: Clien
     body = await response.read()
     assert (response.status, body) == (200, DISABLED_BODY)
     assert samples(body.decode()) == {}
+
+
+async def test_every_request_duration_is_recorded_by_route_template(
+    aiohttp_client: ClientFactory,
+) -> None:
+    telemetry = setup_telemetry(TelemetryConfig())
+    app = web.Application()
+    install(app, telemetry)
+
+    async def answer(request: web.Request) -> web.Response:
+        if request.query.get("missing"):
+            raise web.HTTPNotFound
+        return web.Response(status=201)
+
+    app.router.add_route("*", "/{tail:.*}", answer)
+    client: TestClient[Any, Any] = await aiohttp_client(app)
+    paths = [
+        f"/gemini/v1beta/models/gemini-2.0-flash:generateContent?key={'k' * 20}",
+        "/gemini/v1beta/models/gemini-2.5-pro:generateContent",
+        "/openai/v1/models",
+        "/openai/v1/files/file-abc/content?missing=1",
+    ]
+    for path in paths:
+        await (await client.post(path)).read()
+    scraped = samples(await (await client.get("/metrics")).text())
+    count = "turngate_request_duration_seconds_count"
+    gemini = "/gemini/v1beta/models/{model}:generateContent"
+    assert {k: v for k, v in scraped.items() if k[0] == count} == {
+        key(count, route=gemini, api="gemini", status="201"): 2,
+        key(count, route="/openai/*", api="none", status="201"): 1,
+        key(count, route="/openai/*", api="none", status="404"): 1,
+    }

@@ -270,3 +270,12 @@ def test_inject_without_a_span_uses_the_current_one(capture: Captured) -> None:
         context = span.span.get_span_context()
     flags = f"{context.trace_flags:02x}"
     assert headers["traceparent"] == f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags}"
+
+
+def test_every_copy_of_the_clients_trace_headers_is_replaced(capture: Captured) -> None:
+    outbound = CIMultiDict([("Traceparent", "00-1-2-01"), ("traceparent", "00-3-4-01"), ("X", "y")])
+    with capture.telemetry.dispatch_span(api="gemini", model="m", route="r") as span:
+        inject_traceparent(outbound)
+    assert len(outbound.getall("traceparent")) == 1
+    assert outbound["traceparent"].split("-")[2] == f"{span.span.get_span_context().span_id:016x}"
+    assert outbound["X"] == "y"

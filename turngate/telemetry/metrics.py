@@ -276,19 +276,33 @@ class UnknownDispatches:
         return len(self._since)
 
 
-_GEMINI_MODEL = re.compile(r"/models/[^/:]+:")
-_RESPONSE_ID = re.compile(r"^(/openai/v1/responses/)[^/]+")
+_GEMINI_ROUTE = re.compile(
+    r"^/gemini/(v1beta|v1)/models/[^/:]+:(generateContent|streamGenerateContent)$"
+)
+# The routes parsed into the message graph (SPEC §1), by their label.
+PARSED_ROUTES: dict[str, ApiName] = {
+    "/openai/v1/chat/completions": "openai_chat",
+    "/openai/v1/responses": "openai_responses",
+    "/anthropic/v1/messages": "anthropic",
+    **{
+        f"/gemini/{version}/models/{{model}}:{method}": "gemini"
+        for version in ("v1beta", "v1")
+        for method in ("generateContent", "streamGenerateContent")
+    },
+}
 _OWN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+_RESPONSE_ID = re.compile(r"^/openai/v1/responses/[^/]+$")
 
 
-def route_label(path: str, *, parsed: bool) -> str:
-    """A bounded ``route`` label: the template of a parsed route (a Gemini model becomes
-    ``{model}``), the prefix of a relayed one (``/openai/*``), turngate's own paths as they
-    are, ``other`` for anything else."""
-    if parsed:
-        return _GEMINI_MODEL.sub("/models/{model}:", path)
-    if path in _OWN_PATHS:
+def route_label(path: str) -> str:
+    """A bounded ``route`` label for a request path: a parsed route's template (the Gemini
+    model becomes ``{model}``), a relayed one's prefix (``/openai/*``), turngate's own
+    paths, ``other`` for the rest."""
+    if path in PARSED_ROUTES or path in _OWN_PATHS:
         return path
+    gemini = _GEMINI_ROUTE.match(path)
+    if gemini:
+        return f"/gemini/{gemini[1]}/models/{{model}}:{gemini[2]}"
     if path.startswith("/turngate/v1/operations/"):
         return "/turngate/v1/operations/{id}"
     if path.startswith("/turngate/v1/conversations/"):

@@ -23,10 +23,10 @@ Exporter packages are imported here, lazily, only for the exporters configured.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, assert_never
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -81,7 +81,7 @@ class Telemetry:
         stream: bool | None = None,
         rollout_mode: str | None = None,
         conversation_id: str | None = None,
-        carrier: Any = None,
+        carrier: Mapping[str, str] | None = None,
         capture_content: bool | None = None,
     ) -> AbstractContextManager[DispatchSpan]:
         """``tracing.dispatch_span`` with this telemetry's tracer and redactor;

@@ -177,16 +177,20 @@ class DispatchSpan:
     def verdict(self, status: str, rules: Sequence[str]) -> None:
         if not self._recording:
             return
-        self.span.set_attribute("turngate.verdict", status)
-        self.span.set_attribute("turngate.rule_codes", list(dict.fromkeys(rules)))
+        self.span.set_attributes(
+            {"turngate.verdict": status, "turngate.rule_codes": list(dict.fromkeys(rules))}
+        )
 
     def manifest(self, operation_id: str, *, revision: int | None, attempt: int) -> None:
         if not self._recording:
             return
-        self.span.set_attribute("turngate.operation_id", operation_id)
+        attributes: dict[str, str | int] = {
+            "turngate.operation_id": operation_id,
+            "turngate.attempt": attempt,
+        }
         if revision is not None:
-            self.span.set_attribute("turngate.conversation.revision", revision)
-        self.span.set_attribute("turngate.attempt", attempt)
+            attributes["turngate.conversation.revision"] = revision
+        self.span.set_attributes(attributes)
 
     def state(self, transition: str, state: str, detail: str | None = None) -> None:
         if self._recording:
@@ -203,16 +207,18 @@ class DispatchSpan:
     ) -> None:
         if not self._recording:
             return
+        attributes: dict[str, str | int | list[str]] = {}
         if model:
-            self.span.set_attribute(GEN_AI_RESPONSE_MODEL, model)
+            attributes[GEN_AI_RESPONSE_MODEL] = model
         if response_id:
-            self.span.set_attribute(GEN_AI_RESPONSE_ID, response_id)
+            attributes[GEN_AI_RESPONSE_ID] = response_id
         if finish_reasons:
-            self.span.set_attribute(GEN_AI_RESPONSE_FINISH_REASONS, list(finish_reasons))
+            attributes[GEN_AI_RESPONSE_FINISH_REASONS] = list(finish_reasons)
         if input_tokens is not None:
-            self.span.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, input_tokens)
+            attributes[GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
         if output_tokens is not None:
-            self.span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens)
+            attributes[GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+        self.span.set_attributes(attributes)
 
     def content(self, *, input_messages: object = None, output_messages: object = None) -> None:
         """Prompt and completion as JSON, only when content capture is on; credentials in
