@@ -64,6 +64,7 @@ class Telemetry:
     prometheus: CollectorRegistry | None
     redactor: Redactor = field(default_factory=Redactor)
     tracer: trace.Tracer = field(init=False)
+    _closed: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.tracer = self.tracer_provider.get_tracer(SCOPE)
@@ -108,7 +109,10 @@ class Telemetry:
             provider.force_flush(timeout_millis)
 
     def shutdown(self) -> None:
-        """Flush and stop every exporter; blocks the thread like ``force_flush``."""
+        """Flush and stop every exporter, once; blocks the thread like ``force_flush``."""
+        if self._closed:
+            return
+        self._closed = True
         for provider in self._sdk_providers():
             provider.shutdown()
 
@@ -249,8 +253,14 @@ def _metric_exporter(name: Exporter, target: OtlpTarget | None) -> MetricExporte
 def _prometheus_reader() -> tuple[CollectorRegistry, MetricReader]:
     """A Prometheus reader on a registry of its own (not prometheus_client's global one), so
     two apps in one process, or two tests, never collide."""
-    from opentelemetry.exporter.prometheus import PrometheusMetricReader
-    from prometheus_client import CollectorRegistry
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry
+    except ImportError as exc:
+        raise TelemetryConfigError(
+            "GET /metrics needs the opentelemetry-exporter-prometheus package; install it, "
+            "or set OTEL_SDK_DISABLED=true to run without telemetry"
+        ) from exc
 
     registry = CollectorRegistry()
     # Scope labels would add otel_scope_* to every series; there is one scope, "turngate".
