@@ -99,7 +99,13 @@ def test_snippets_and_compression_artifacts_have_their_own_labels():
     ("action", "status", "violations", "findings", "header"),
     [
         ("allow", "READY", [], [], None),
-        ("flag", "READY", [], ["role_forgery"], "role_forgery;block=m4.b0"),
+        (
+            "flag",
+            "READY",
+            [],
+            ["role_forgery"],
+            "role_forgery;block=m4.b0;location=messages[4]",
+        ),
         ("refuse", "REJECTED", ["role_forgery"], ["role_forgery"], None),
     ],
 )

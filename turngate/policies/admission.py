@@ -20,7 +20,7 @@ from typing import Any, Literal
 from turngate.errors import ContextLengthExceeded
 from turngate.graph.model import ApiName
 from turngate.policies.config import ModelEntry, Policy, PolicyFile
-from turngate.policies.tokens import TokenCount, count_request
+from turngate.policies.tokens import TokenCache, TokenCount, count_request
 
 AdmissionStatus = Literal["admitted", "disabled", "unknown_model"]
 
@@ -108,15 +108,20 @@ def admit(
     max_output_tokens: int | None,
     config: PolicyFile,
     policy: Policy,
+    cache: TokenCache | None = None,
 ) -> Admission:
-    """Admit ``body`` (the final rendered request for ``api``) or raise ContextLengthExceeded."""
+    """Admit ``body`` (the final rendered request for ``api``) or raise ContextLengthExceeded.
+
+    Nothing is counted unless the policy enables admission and the model has a row in the
+    model table. ``cache`` keeps the counts of strings seen before (a conversation's history).
+    """
     if not policy.admission.enabled:
         return Admission(status="disabled", model=model)
     entry = config.model_entry(model)
     if entry is None:
         # No window known: the provider stays the judge.
         return Admission(status="unknown_model", model=model)
-    count = count_request(body, entry, config.media)
+    count = count_request(body, entry, config.media, cache)
     output = policy.admission.default_output_tokens
     if max_output_tokens is not None:
         output = max_output_tokens

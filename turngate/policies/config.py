@@ -7,6 +7,7 @@
     models:   [{match, context_window, max_input_tokens, encoding, counting, factor,
                 tool_overhead_tokens}, ...]                              before the built-ins
     media:    {image_tokens, audio_tokens, ...}                          admission estimates
+    shadow_records: 1000                                                 kept for the report
 
 A route lists only what it changes; everything else comes from ``defaults`` (nested sections
 merge field by field). Loading, line numbers and environment overrides are in
@@ -209,6 +210,13 @@ class PolicyFile(_Section):
         default=True, description="look up the built-in table after `models`"
     )
     media: MediaEstimates = MediaEstimates()
+    shadow_records: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="shadow records kept in the state store for the report; the oldest are "
+        "dropped",
+    )
 
     def policy_for(self, api: ApiName, model: str | None) -> Policy:
         """The policy of the first route matching (api, model), merged over ``defaults``."""
@@ -216,6 +224,10 @@ class PolicyFile(_Section):
             if rule.match.matches(api, model):
                 return policy
         return self.defaults
+
+    def all_policies(self) -> tuple[Policy, ...]:
+        """``defaults`` and every route's merged policy (what a startup check must see)."""
+        return (self.defaults, *self._route_policies)
 
     def model_entry(self, model: str | None) -> ModelEntry | None:
         if model is None:

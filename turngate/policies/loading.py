@@ -24,7 +24,10 @@ from typing import Any
 import pydantic
 import yaml
 
+from turngate.graph.model import ApiName
 from turngate.policies.config import PolicyFile
+from turngate.policies.modes import Mode
+from turngate.policies.pins import AdapterRegistry
 
 ENV_PREFIX = "TURNGATE_POLICY__"
 PathPart = str | int
@@ -63,8 +66,34 @@ def load_policy(path: str | Path, environ: Mapping[str, str]) -> PolicyFile:
     return parse_policy(text, source=str(path), environ=environ)
 
 
+def load_serving_policy(
+    path: str | Path | None,
+    environ: Mapping[str, str],
+    *,
+    mode: Mode | None = None,
+    registry: AdapterRegistry | None = None,
+) -> PolicyFile:
+    """The policy ``turngate serve`` runs with: the file at ``path`` (``--config``), or the
+    built-in policy when there is none, with the environment's overrides; ``mode``
+    (``--mode``) replaces ``defaults.mode``. Adapter pins are checked against ``registry``."""
+    if path is None:
+        text, source = "", "built-in policy"
+    else:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyConfigError(source, [Problem("", str(exc), source)]) from exc
+    config = parse_policy(text, source=source, environ=environ, registry=registry)
+    return config if mode is None else config.with_default_mode(mode)
+
+
 def parse_policy(
-    text: str, *, source: str = "<policy>", environ: Mapping[str, str] | None = None
+    text: str,
+    *,
+    source: str = "<policy>",
+    environ: Mapping[str, str] | None = None,
+    registry: AdapterRegistry | None = None,
 ) -> PolicyFile:
     node, data = _compose(text, source)
     overrides: dict[Loc, str] = {}
@@ -74,10 +103,36 @@ def parse_policy(
     if problems:
         raise PolicyConfigError(source, problems)
     try:
-        return PolicyFile.model_validate(data)
+        config = PolicyFile.model_validate(data)
     except pydantic.ValidationError as exc:
         problems = [_problem(error, node, source, overrides) for error in exc.errors()]
         raise PolicyConfigError(source, problems) from None
+    if registry is not None:
+        problems = [
+            _located(loc, message, node, source, overrides)
+            for loc, message in _pin_problems(config, registry)
+        ]
+        if problems:
+            raise PolicyConfigError(source, problems)
+    return config
+
+
+def _pin_problems(config: PolicyFile, registry: AdapterRegistry) -> list[tuple[Loc, str]]:
+    """Pins naming no registered version, or one that does not load: a typo fails at start."""
+    pinned: list[tuple[Loc, dict[ApiName, str]]] = [
+        (("defaults", "adapter_versions"), config.defaults.adapter_versions)
+    ]
+    for index, rule in enumerate(config.routes):
+        if "adapter_versions" in rule.model_fields_set:
+            pinned.append((("routes", index, "adapter_versions"), rule.adapter_versions))
+    problems: list[tuple[Loc, str]] = []
+    for loc, versions in pinned:
+        for api, version in versions.items():
+            try:
+                registry.get(api, version).adapter()
+            except (LookupError, ImportError, AttributeError) as exc:
+                problems.append(((*loc, api), str(exc)))
+    return problems
 
 
 def _compose(text: str, source: str) -> tuple[yaml.Node | None, Any]:
@@ -198,18 +253,33 @@ def _problem(
     error: Mapping[str, Any], node: yaml.Node | None, source: str, overrides: Mapping[Loc, str]
 ) -> Problem:
     loc: Loc = tuple(error["loc"])
+    return _located(
+        loc, _message(error), node, source, overrides, at_key=error["type"] == "extra_forbidden"
+    )
+
+
+def _located(
+    loc: Loc,
+    message: str,
+    node: yaml.Node | None,
+    source: str,
+    overrides: Mapping[Loc, str],
+    *,
+    at_key: bool = False,
+) -> Problem:
     for prefix_len in range(len(loc), 0, -1):
         variable = overrides.get(loc[:prefix_len])
         if variable is not None:
-            return Problem(path_text(loc), _message(error), f"env {variable}")
+            return Problem(path_text(loc), message, f"env {variable}")
+    if node is None:
+        return Problem(path_text(loc), message, source)
     found, extra_key = _locate(node, loc)
-    mark = (extra_key if error["type"] == "extra_forbidden" and extra_key else found).start_mark
-    return Problem(path_text(loc), _message(error), _where(source, mark) if node else source)
+    mark = (extra_key if at_key and extra_key else found).start_mark
+    return Problem(path_text(loc), message, _where(source, mark))
 
 
-def _locate(node: yaml.Node | None, loc: Loc) -> tuple[yaml.Node, yaml.Node | None]:
+def _locate(node: yaml.Node, loc: Loc) -> tuple[yaml.Node, yaml.Node | None]:
     """The deepest node ``loc`` reaches, and the key node of its last step (if a mapping)."""
-    assert node is not None
     current, key_node = node, None
     for part in loc:
         if isinstance(current, yaml.MappingNode) and isinstance(part, str):

@@ -98,6 +98,15 @@ class AdapterRegistry:
         version = policy.adapter_versions.get(api)
         return self.current(api) if version is None else self.get(api, version)
 
+    def common_kinds(self, api: ApiName) -> frozenset[str]:
+        """The kinds every registered version of ``api`` knows. A graph holding any other kind
+        is one an older version must not render: the proxy stores it, so that a conversation
+        rolled back to that version pauses instead of losing the block."""
+        versions = self.versions(api)
+        if not versions:
+            return frozenset()
+        return frozenset.intersection(*(v.known_kinds for v in versions))
+
     def unknown_pins(self, policies: Iterable[Policy]) -> list[str]:
         """Pins naming no registered version: checked at start, so a typo fails fast."""
         problems: list[str] = []
@@ -121,6 +130,15 @@ def ensure_known(seq: MessageSequence, version: AdapterVersion) -> None:
         for item in (block, *parts):
             if item.kind not in version.known_kinds:
                 raise _paused(version, item.kind, message.location, item.id)
+
+
+def kinds_in(seq: MessageSequence) -> set[str]:
+    """Every block kind in ``seq``, the parts of tool results included."""
+    kinds: set[str] = set()
+    for _message, block in seq.blocks():
+        kinds.add(block.kind)
+        kinds.update(part.kind for part in getattr(block, "content", ()))
+    return kinds
 
 
 def load_for(version: AdapterVersion, data: Mapping[str, Any]) -> MessageSequence:

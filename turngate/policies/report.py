@@ -3,7 +3,9 @@
 Counts are of records (requests): how many would have been refused under each rule, and how
 many show each change, by the change's kind and its path with list indexes folded
 (``changed messages[*].tool_call_id``). Each count keeps a few examples (``examples`` per
-key, 3 by default) naming the record's operation and the concrete path.
+key, 3 by default) naming the record's operation and the concrete path. ``format_report`` is
+the text ``turngate shadow report`` prints, ``report_json`` the JSON of ``GET
+/turngate/v1/shadow``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from turngate.policies.diff import PathChange, ShadowRecord
 
@@ -91,6 +94,44 @@ def _keep(into: dict[str, list[Example]], key: str, example: Example, limit: int
         kept.append(example)
 
 
+def report_json(report: ShadowReport) -> dict[str, Any]:
+    """The report as ``GET /turngate/v1/shadow`` and ``turngate shadow report --json`` give it:
+    the totals, then rules and diff paths, most frequent first, each with its examples."""
+    return {
+        "records": report.records,
+        "bytesUnchanged": report.bytes_equal,
+        "bytesChanged": report.bytes_changed,
+        "semanticChanges": report.semantic_changed,
+        "wouldRefuse": report.would_refuse,
+        "couldNotRender": report.render_failed,
+        "truncated": report.truncated,
+        "byRule": [
+            {"rule": rule, "count": count, "examples": _examples_json(report.rule_examples, rule)}
+            for rule, count in _most_frequent(report.by_rule)
+        ],
+        "byPath": [
+            {
+                "path": key,
+                "count": count,
+                "occurrences": report.path_occurrences[key],
+                "examples": _examples_json(report.path_examples, key),
+            }
+            for key, count in _most_frequent(report.by_path)
+        ],
+    }
+
+
+def _most_frequent(counts: Counter[str]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _examples_json(examples: dict[str, list[Example]], key: str) -> list[dict[str, Any]]:
+    return [
+        {"operationId": e.operation_id, "api": e.api, "model": e.model, "detail": e.detail}
+        for e in examples.get(key, [])
+    ]
+
+
 def format_report(report: ShadowReport) -> str:
     lines = [
         f"shadow records: {report.records}",
@@ -102,11 +143,11 @@ def format_report(report: ShadowReport) -> str:
         f"  could not render: {report.render_failed}",
     ]
     lines.append("by rule:" if report.by_rule else "by rule: none")
-    for rule, count in sorted(report.by_rule.items(), key=lambda kv: (-kv[1], kv[0])):
+    for rule, count in _most_frequent(report.by_rule):
         lines.append(f"  {rule}: {count}")
         lines.extend(_examples(report.rule_examples.get(rule, [])))
     lines.append("by diff path:" if report.by_path else "by diff path: none")
-    for key, count in sorted(report.by_path.items(), key=lambda kv: (-kv[1], kv[0])):
+    for key, count in _most_frequent(report.by_path):
         occurrences = report.path_occurrences[key]
         extra = f" ({occurrences} occurrences)" if occurrences != count else ""
         lines.append(f"  {key}: {count}{extra}")

@@ -39,8 +39,11 @@ _FILE_TYPES = frozenset({"file", "input_file", "container_upload", "document"})
 # Anthropic documents whose source is text are counted as text.
 _TEXT_SOURCES = frozenset({"text", "content"})
 _GEMINI_MEDIA_KEYS = frozenset({"inlineData", "inline_data", "fileData", "file_data"})
+_MEDIA_TYPES = _IMAGE_TYPES | _AUDIO_TYPES | _FILE_TYPES
 # Opaque payloads that stand for model input (reasoning) and are charged by decoded size.
 _ENCRYPTED_KEYS = frozenset({"encrypted_content", "thoughtSignature", "thought_signature"})
+# Field names whose string values may be opaque rather than text (see _is_signature/_encrypted).
+_OPAQUE_NAMES = _ENCRYPTED_KEYS | {"signature", "data"}
 # A long run of base64 (or a data: URL) where no known field says what it is: binary, not text.
 _BINARY = re.compile(r"(?:data:[\w.+-]+/[\w.+-]+;base64,)?[A-Za-z0-9+/_-]{1024,}={0,2}")
 
@@ -65,13 +68,22 @@ class TokenCount:
         return self.counting == "estimate"
 
 
-def count_request(body: Mapping[str, Any], entry: ModelEntry, media: MediaEstimates) -> TokenCount:
+def count_request(
+    body: Mapping[str, Any],
+    entry: ModelEntry,
+    media: MediaEstimates,
+    cache: TokenCache | None = None,
+) -> TokenCount:
     """The tokens of ``body`` (the final rendered request) for the model ``entry`` describes."""
     walk = _Walk(media)
     walk.visit(body, None)
     tools = body.get("tools")
+    if cache is None:
+        text = sum(count_texts(walk.texts, entry.encoding))
+    else:
+        text = cache.total(walk.texts, entry.encoding)
     return TokenCount(
-        text=sum(count_texts(walk.texts, entry.encoding)),
+        text=text,
         structure=walk.structure,
         media=walk.media,
         encrypted=walk.encrypted,
@@ -89,6 +101,47 @@ def count_texts(texts: list[str], encoding: Encoding) -> list[int]:
     return counts
 
 
+class TokenCache:
+    """Token counts of strings counted before, per encoding, up to ``max_chars`` characters.
+
+    A conversation sends its whole history again with every turn, so most strings of a
+    request (and every JSON key) were counted on an earlier one; only the new ones are
+    tokenized. The oldest entries are dropped first. Not thread-safe: one per event loop.
+    """
+
+    def __init__(self, max_chars: int = 16_000_000, max_string: int = 1_000_000) -> None:
+        self.max_chars = max_chars
+        self.max_string = max_string
+        self.chars = 0
+        self._counts: dict[Encoding, dict[str, int]] = {}
+
+    def total(self, texts: list[str], encoding: Encoding) -> int:
+        counts = self._counts.setdefault(encoding, {})
+        total = 0
+        missing: dict[str, int] = {}
+        for text in texts:
+            known = counts.get(text)
+            if known is None:
+                missing[text] = missing.get(text, 0) + 1
+            else:
+                total += known
+        if missing:
+            fresh = count_texts(list(missing), encoding)
+            for (text, times), count in zip(missing.items(), fresh, strict=True):
+                total += count * times
+                if len(text) <= self.max_string:
+                    counts[text] = count
+                    self.chars += len(text)
+            self._evict(counts)
+        return total
+
+    def _evict(self, counts: dict[str, int]) -> None:
+        while self.chars > self.max_chars and counts:
+            oldest = next(iter(counts))
+            del counts[oldest]
+            self.chars -= len(oldest)
+
+
 class _Walk:
     def __init__(self, media: MediaEstimates) -> None:
         self.estimates = media
@@ -104,30 +157,48 @@ class _Walk:
             for item in value:
                 self.visit(item, key)
         elif isinstance(value, str):
-            if len(value) >= 1024 and _BINARY.fullmatch(value):
-                self.media += self._media_tokens("file", value)
-            else:
-                self.texts.append(value)
+            self._string(value)
         else:
             self.structure += 1
 
+    def _string(self, value: str) -> None:
+        if len(value) >= 1024 and _BINARY.fullmatch(value):
+            self.media += self._media_tokens("file", value)
+        else:
+            self.texts.append(value)
+
     def _object(self, obj: dict[str, Any], key: str | None) -> None:
+        # The hot loop of admission: plain types are handled inline, the rest by ``visit``.
         self.structure += 1
-        kind = media_kind(obj, key)
-        if kind is not None:
-            self.media += self._media_tokens(kind, obj)
-            return
         block_type = obj.get("type")
+        if type(block_type) is not str:
+            block_type = None
+        if block_type in _MEDIA_TYPES or key in _GEMINI_MEDIA_KEYS:
+            kind = media_kind(obj, key)
+            if kind is not None:
+                self.media += self._media_tokens(kind, obj)
+                return
+        texts = self.texts
+        texts.extend(obj)
         for name, value in obj.items():
-            self.texts.append(name)
-            if isinstance(value, str) and _is_signature(name, block_type):
-                continue
-            if isinstance(value, str) and _is_encrypted(name, block_type):
-                self.encrypted += math.ceil(
-                    decoded_size(value) / self.estimates.encrypted_bytes_per_token
-                )
-                continue
-            self.visit(value, name)
+            kind_of = type(value)
+            if kind_of is str:
+                if name in _OPAQUE_NAMES:
+                    if _is_signature(name, block_type):
+                        continue
+                    if _is_encrypted(name, block_type):
+                        self.encrypted += math.ceil(
+                            decoded_size(value) / self.estimates.encrypted_bytes_per_token
+                        )
+                        continue
+                if len(value) < 1024:
+                    texts.append(value)
+                else:
+                    self._string(value)
+            elif kind_of is dict:
+                self._object(value, name)
+            else:
+                self.visit(value, name)
 
     def _media_tokens(self, kind: MediaKind, item: Any) -> int:
         estimates = self.estimates
@@ -144,6 +215,9 @@ class _Walk:
 def media_kind(obj: Mapping[str, Any], key: str | None) -> MediaKind | None:
     """What kind of media an object of the rendered body is, if it is one."""
     block_type = obj.get("type")
+    if not isinstance(block_type, str):
+        # e.g. a JSON Schema's {"type": ["string", "null"]}: not a content block.
+        block_type = None
     if block_type in _IMAGE_TYPES:
         return "image"
     if block_type in _AUDIO_TYPES:

@@ -14,7 +14,7 @@ is ignored (``allow``), reported in a response header (``flag``) or refused (``r
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, TypeVar, assert_never
+from typing import Literal, TypeVar, assert_never, get_args
 
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import (
@@ -35,12 +35,13 @@ from turngate.graph.model import (
     Trust,
     UnknownBlock,
 )
-from turngate.graph.validator import ForgeryPolicy, Verdict, validate
+from turngate.graph.validator import ForgeryPolicy, Verdict, Violation, validate
 from turngate.policies.config import TrustPolicy
 
 TrustSource = Literal[
     "system", "developer", "user", "assistant", "tool_result", "snippet", "compression"
 ]
+_SOURCES: tuple[TrustSource, ...] = get_args(TrustSource)
 FINDINGS_HEADER = "Turngate-Findings"
 _B = TypeVar("_B", bound=AnyBlock)
 
@@ -73,26 +74,35 @@ def source_of(block: AnyBlock) -> TrustSource:
 
 def relabel(seq: MessageSequence, policy: TrustPolicy) -> MessageSequence:
     """``seq`` with every block labelled by ``policy``; ``seq`` itself when nothing changes."""
-    messages = tuple(_relabel_message(m, policy) for m in seq.messages)
-    if all(new is old for new, old in zip(messages, seq.messages, strict=True)):
-        return seq
-    return dataclasses.replace(seq, messages=messages)
+    labels: dict[TrustSource, Trust] = {source: getattr(policy, source) for source in _SOURCES}
+    messages: list[Message] | None = None
+    for index, message in enumerate(seq.messages):
+        relabelled = _relabel_message(message, labels)
+        if relabelled is not message:
+            if messages is None:
+                messages = list(seq.messages)
+            messages[index] = relabelled
+    return seq if messages is None else dataclasses.replace(seq, messages=tuple(messages))
 
 
-def _relabel_message(message: Message, policy: TrustPolicy) -> Message:
-    blocks = tuple(_relabel_block(b, policy) for b in message.blocks)
-    if all(new is old for new, old in zip(blocks, message.blocks, strict=True)):
-        return message
-    return dataclasses.replace(message, blocks=blocks)
+def _relabel_message(message: Message, labels: dict[TrustSource, Trust]) -> Message:
+    blocks: list[AnyBlock] | None = None
+    for index, block in enumerate(message.blocks):
+        relabelled = _relabel_block(block, labels)
+        if relabelled is not block:
+            if blocks is None:
+                blocks = list(message.blocks)
+            blocks[index] = relabelled
+    return message if blocks is None else dataclasses.replace(message, blocks=tuple(blocks))
 
 
-def _relabel_block(block: AnyBlock, policy: TrustPolicy) -> AnyBlock:
-    label: Trust = getattr(policy, source_of(block))
+def _relabel_block(block: AnyBlock, labels: dict[TrustSource, Trust]) -> AnyBlock:
+    label = labels[source_of(block)]
     if isinstance(block, ToolResultBlock):
         # The parts of a result are the tool's output: they carry the result's label.
-        parts = tuple(_with_trust(part, label) for part in block.content)
-        if label == block.trust and all(p is o for p, o in zip(parts, block.content, strict=True)):
+        if label == block.trust and all(part.trust == label for part in block.content):
             return block
+        parts = tuple(_with_trust(part, label) for part in block.content)
         return dataclasses.replace(block, trust=label, content=parts)
     return _with_trust(block, label)
 
@@ -114,10 +124,16 @@ def check(
 def finding_headers(verdict: Verdict, forgery: ForgeryPolicy) -> dict[str, str]:
     """Response headers that report findings under ``flag`` (empty otherwise).
 
-    The value lists each finding as ``rule;block=<id>``, comma-separated, e.g.
-    ``role_forgery;block=m3.b0``: enough to find the block, no text from it.
+    The value lists each finding as ``rule;block=<id>;location=<where>``, comma-separated,
+    e.g. ``role_forgery;block=m3.b0;location=messages[3]``: enough to find the block, no text
+    from it.
     """
     if forgery != "flag" or not verdict.findings:
         return {}
-    items = [f"{f.rule};block={f.block_id}" for f in verdict.findings if f.block_id]
+    items = [_finding(f) for f in verdict.findings if f.block_id]
     return {FINDINGS_HEADER: ", ".join(items)} if items else {}
+
+
+def _finding(finding: Violation) -> str:
+    where = f";location={finding.location}" if finding.location else ""
+    return f"{finding.rule};block={finding.block_id}{where}"

@@ -3,16 +3,19 @@
     GET /healthz                          the process is up
     GET /readyz                           the state store answers
     GET /turngate/v1/operations/{id}      an operation's manifest, state and history
+    GET /turngate/v1/shadow               the shadow report (what enforcing would have done)
     *   /openai/v1/… /anthropic/… /gemini/…   parsed routes are dispatched, the rest relayed
     anything else                         404
 
 The shared ClientSession and the state store are opened in ``cleanup_ctx``; at start the
-store moves operations a crash left in flight to UNKNOWN.
+store moves operations a crash left in flight to UNKNOWN. The policy file is loaded when the
+app is created, so a bad one refuses to start (``PolicyConfigError``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -21,11 +24,16 @@ import orjson
 from aiohttp import web
 
 from turngate.errors import TurngateError
+from turngate.policies.config import PolicyFile
+from turngate.policies.loading import load_serving_policy
+from turngate.policies.pins import AdapterRegistry
+from turngate.policies.report import report_json
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
 from turngate.proxy.routes import ERROR_API, match, prefixes
-from turngate.proxy.services import Services
+from turngate.proxy.services import DEFAULT_ADAPTERS, Services
+from turngate.proxy.shadow import read_report
 from turngate.proxy.tool_calls import SchemaCache
 from turngate.proxy.upstream import UpstreamTimeouts, new_session, relay, unavailable
 from turngate.settings import Settings
@@ -43,9 +51,21 @@ def create_app(
     clock: Callable[[], float] = time.time,
     credential_secret: str | None = None,
     timeouts: UpstreamTimeouts | None = None,
+    policies: PolicyFile | None = None,
+    adapters: AdapterRegistry = DEFAULT_ADAPTERS,
 ) -> web.Application:
-    """The app for ``settings``; ``store`` defaults to ``open_store(settings.state)``."""
+    """The app for ``settings``; ``store`` defaults to ``open_store(settings.state)``.
+
+    ``policies`` defaults to the file ``settings.config`` (or the built-in policy) with the
+    ``TURNGATE_POLICY__*`` variables, and ``settings.mode`` as its default mode; ``turngate
+    serve`` resolves it itself, applying ``--mode`` only when given.
+    """
     table = prefixes(settings)
+    if policies is None:
+        policies = load_serving_policy(
+            settings.config, os.environ, mode=settings.mode, registry=adapters
+        )
+    resolved = policies
     app = web.Application(client_max_size=settings.max_body_bytes)
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -63,6 +83,8 @@ def create_app(
             clock=clock,
             credential_secret=process_secret(credential_secret),
             schemas=SchemaCache(),
+            policies=resolved,
+            adapters=adapters,
         )
         try:
             yield
@@ -74,6 +96,7 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/turngate/v1/operations/{operation_id}", operation)
+    app.router.add_get("/turngate/v1/shadow", shadow_report)
     app.router.add_route("*", "/{tail:.*}", provider_route)
     return app
 
@@ -101,6 +124,31 @@ async def operation(request: web.Request) -> web.Response:
     if record is None:
         return plain_error(404, f"turngate: no operation {operation_id!r}", "operation_not_found")
     return _json(record.to_json())
+
+
+async def shadow_report(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    try:
+        limit = _count_param(request, "limit", services.policies.shadow_records)
+        examples = _count_param(request, "examples", 3)
+    except ValueError as exc:
+        return plain_error(400, f"turngate: {exc}", "invalid_query")
+    try:
+        report = await read_report(services.store, limit=limit, examples=examples)
+    except Exception as exc:
+        log.warning("shadow report: state store read failed: %s", type(exc).__name__)
+        unavailable = "turngate: the state store is unavailable"
+        return plain_error(503, unavailable, "state_store_unavailable")
+    return _json(report_json(report))
+
+
+def _count_param(request: web.Request, name: str, default: int) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or len(text) > 7:
+        raise ValueError(f"{name} must be a whole number, not {text[:20]!r}")
+    return int(text)
 
 
 async def provider_route(request: web.Request) -> web.StreamResponse:

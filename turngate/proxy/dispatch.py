@@ -1,11 +1,15 @@
 """The dispatch path of a parsed route, one named step after another.
 
-    read body -> parse -> validate -> refuse | render -> manifest -> claim -> (attempt.py)
-                                                                    send -> commit
+    read body -> route policy -> parse (pinned adapter) -> trust labels + validate
+      -> enforce: pause | refuse | render -> admit -> manifest -> claim -> (attempt.py)
+      -> shadow:  record what enforcing would do    -> manifest -> claim    send -> commit
 
-The rollout mode (turngate.policies.modes) decides per request whether it is enforced or
-only shadowed: a shadowed request is never refused for its sequence and goes up as the
-client's own bytes.
+The route policy (turngate.policies, proxy/policy.py) decides per request: the rollout mode
+(a shadowed request is never refused and goes up as the client's own bytes; its shadow
+record is kept in the store), trust labels and the role-forgery action (``flag`` puts the
+findings in a ``Turngate-Findings`` header), the adapter version, context admission of the
+final bytes, and what the attempt reads from ``services.policy`` (stream text, tool
+arguments).
 
 Every step up to the claim either returns its product or raises a ``TurngateError``;
 ``dispatch`` renders that error in the route's API envelope and nothing is sent. The
@@ -16,13 +20,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from turngate.adapters import get_adapter
 from turngate.adapters.base import Adapter, RouteInfo
 from turngate.errors import (
     BadRequestBody,
@@ -33,12 +36,29 @@ from turngate.errors import (
 )
 from turngate.graph.codec import digest_bytes
 from turngate.graph.model import ApiName, MessageSequence
-from turngate.graph.validator import validate
+from turngate.graph.validator import Verdict
+from turngate.policies import trust
+from turngate.policies.config import Policy
+from turngate.policies.diff import ShadowRecord
 from turngate.policies.modes import decide
+from turngate.policies.pins import AdapterVersion
 from turngate.proxy.attempt import Attempt, Outbound
 from turngate.proxy.body import decode_json, read_body
 from turngate.proxy.credentials import credential_hash
-from turngate.proxy.errors import AdapterMissing, error_response
+from turngate.proxy.errors import error_response
+from turngate.proxy.policy import (
+    SHADOW_LOG,
+    ShadowInput,
+    admit_final,
+    check_known,
+    graph_log,
+    graph_to_store,
+    keep_in_log,
+    pinned_adapter,
+    requested_model,
+    shadow_outcome,
+    stored_graph,
+)
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.state.manifest import DispatchManifest
@@ -66,6 +86,15 @@ class Prepared:
     draft: DispatchManifest
     # False when the rollout mode only shadows this request: nothing of it is refused.
     enforced: bool
+    # The route policy the request is served under (the attempt reads it on its services).
+    policy: Policy
+    version: AdapterVersion
+    # Response headers the policy adds (``Turngate-Findings``).
+    headers: dict[str, str] = field(default_factory=dict)
+    # What enforcing would have done, for a shadowed request; kept in the store after the claim.
+    shadow: ShadowRecord | None = None
+    # The conversation's graph to keep (policy.graph_to_store), after the claim.
+    graph: dict[str, Any] | None = None
 
 
 async def dispatch(
@@ -85,57 +114,83 @@ async def dispatch(
         # A bug before anything was sent: the API's own 500, so the SDK raises as usual.
         log.exception("internal error preparing %s %s", request.method, request.path)
         return error_response(api, InternalError("turngate: internal error; nothing was sent"))
+    await keep_after_claim(services, prepared)
     attempt = Attempt(
         request=request,
         route=route,
-        services=services,
+        services=services.for_route(prepared.policy),
         adapter=prepared.adapter,
         seq=prepared.seq,
         record=record,
         enforced=prepared.enforced,
     )
+    attempt.headers.update(prepared.headers)
     return await attempt.run(prepared.outbound)
 
 
 async def prepare(
     request: web.Request, route: RouteMatch, api: ApiName, services: Services
 ) -> Prepared:
-    adapter = adapter_for(api)
     raw = await read_body(request, services.settings.max_body_bytes)
     body = decode_json(raw)
-    seq = parse(adapter, body, route.info)
-    shadow = not decide(services.settings.mode, seq).enforced
-    refuse_invalid(seq, adapter, shadow=shadow)
-    outbound = render(adapter, seq, body, raw, shadow=shadow)
+    model = requested_model(body, route.info)
+    policy = services.policy_for(api, model)
+    version = pinned_adapter(services, api, policy)
+    adapter = version.adapter()
+    seq, verdict = trust.check(
+        parse(adapter, body, route.info),
+        adapter.capabilities,
+        policy.trust,
+        policy.role_forgery,
+    )
+    conversation = conversation_id(request)
+    stored = await stored_graph(services.store, conversation)
+    operation_id = "op_" + uuid.uuid4().hex
+    shadow: ShadowRecord | None = None
+    if decide(policy.mode, seq).enforced:
+        check_known(seq, version, stored)
+        refuse_invalid(verdict)
+        outbound, final_body = render(adapter, seq, body, raw)
+        admit_final(services, policy, seq, final_body, model)
+    else:
+        shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id)
+        shadow = shadow_outcome(
+            services, shadowed, policy=policy, adapter=adapter, version=version, stored=stored
+        )
+        if shadow.rules:
+            log.warning("shadow: would refuse (%s)", ", ".join(shadow.rules))
+        outbound = Outbound(raw, original=True)
     draft = manifest(
         request=request,
         route=route,
         services=services,
+        seq=seq,
+        outbound=outbound,
+        policy=policy,
+        version=version,
+        operation_id=operation_id,
+        conversation=conversation,
+    )
+    return Prepared(
         adapter=adapter,
         seq=seq,
         outbound=outbound,
+        draft=draft,
+        enforced=shadow is None,
+        policy=policy,
+        version=version,
+        headers=trust.finding_headers(verdict, policy.role_forgery),
+        shadow=shadow,
+        graph=graph_to_store(services, seq, conversation, stored),
     )
-    return Prepared(adapter, seq, outbound, draft, enforced=not shadow)
-
-
-def adapter_for(api: ApiName) -> Adapter:
-    try:
-        return get_adapter(api)
-    except (ImportError, AttributeError):
-        # Not in this build, or a package still without its ADAPTER.
-        raise AdapterMissing(f"turngate: the {api} adapter is not in this build") from None
 
 
 def parse(adapter: Adapter, body: dict[str, Any], info: RouteInfo) -> MessageSequence:
     return adapter.parse_request(body, info)
 
 
-def refuse_invalid(seq: MessageSequence, adapter: Adapter, *, shadow: bool) -> None:
-    verdict = validate(seq, adapter.capabilities)
+def refuse_invalid(verdict: Verdict) -> None:
     if verdict.ready:
-        return
-    if shadow:
-        log.warning("shadow: would refuse (%s)", ", ".join(verdict.rules))
         return
     if verdict.status == "WAITING":
         raise SequenceWaiting(verdict.violations)
@@ -145,15 +200,14 @@ def refuse_invalid(seq: MessageSequence, adapter: Adapter, *, shadow: bool) -> N
 
 
 def render(
-    adapter: Adapter, seq: MessageSequence, body: dict[str, Any], raw: bytes, *, shadow: bool
-) -> Outbound:
-    """The bytes to send: the client's own whenever the graph renders the same JSON value."""
-    if shadow:
-        return Outbound(raw, original=True)
+    adapter: Adapter, seq: MessageSequence, body: dict[str, Any], raw: bytes
+) -> tuple[Outbound, dict[str, Any]]:
+    """The bytes to send, and their JSON value: the client's own bytes whenever the graph
+    renders the same JSON value."""
     rendered = adapter.render_request(seq)
     if rendered == body:
-        return Outbound(raw, original=True)
-    return Outbound(orjson.dumps(rendered), original=False)
+        return Outbound(raw, original=True), body
+    return Outbound(orjson.dumps(rendered), original=False), rendered
 
 
 def manifest(
@@ -161,16 +215,19 @@ def manifest(
     request: web.Request,
     route: RouteMatch,
     services: Services,
-    adapter: Adapter,
     seq: MessageSequence,
     outbound: Outbound,
+    policy: Policy,
+    version: AdapterVersion,
+    operation_id: str,
+    conversation: str | None,
 ) -> DispatchManifest:
     stream = route.info.stream if route.info.stream is not None else seq.stream
     return DispatchManifest(
-        operation_id="op_" + uuid.uuid4().hex,
-        conversation_id=conversation_id(request),
+        operation_id=operation_id,
+        conversation_id=conversation,
         conversation_revision=seq.conversation_revision,
-        api=adapter.api,
+        api=version.api,
         provider=route.provider,
         adapter=seq.adapter,
         model=seq.model or route.info.model,
@@ -179,7 +236,7 @@ def manifest(
         stream=stream,
         sequence_digest=seq.sequence_digest,
         toolset_digest=seq.toolset_digest,
-        policy_digest=services.policy_digest,
+        policy_digest=policy.digest,
         request_digest=digest_bytes(outbound.body),
         credential_hash=credential_hash(services.credential_secret, request.headers, request.query),
         created_at=services.clock(),
@@ -197,6 +254,18 @@ def conversation_id(request: web.Request) -> str | None:
             rule="invalid_conversation_id",
         )
     return value
+
+
+async def keep_after_claim(services: Services, prepared: Prepared) -> None:
+    """The shadow record and the conversation's graph, once the request is claimed."""
+    now = services.clock()
+    if prepared.shadow is not None:
+        keep = services.policies.shadow_records
+        record = prepared.shadow.to_json()
+        await keep_in_log(services.store, SHADOW_LOG, record, now=now, keep=keep)
+    conversation = prepared.draft.conversation_id
+    if prepared.graph is not None and conversation is not None:
+        await keep_in_log(services.store, graph_log(conversation), prepared.graph, now=now, keep=1)
 
 
 async def claim(store: StateStore, draft: DispatchManifest, *, now: float) -> OperationRecord:

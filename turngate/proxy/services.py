@@ -1,17 +1,30 @@
-"""What the app shares with every request: settings, store, session, clock, secrets."""
+"""What the app shares with every request: settings, store, session, clock, secrets, policy.
+
+``Services`` is app-wide; ``for_route`` gives the view one request is served with: its
+route policy (``policy``) and, under ``tool_arguments: json``, a schema cache that checks no
+schema. The attempt and the stream relay read the route policy there, e.g.
+``services.policy.stream_text`` (``preview`` | ``buffer``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 
-from turngate.graph.codec import digest_of
+from turngate.graph.model import ApiName
+from turngate.policies.config import BUILTIN_POLICY, Policy, PolicyFile
+from turngate.policies.pins import AdapterRegistry
+from turngate.policies.tokens import TokenCache
 from turngate.proxy.routes import Prefix
-from turngate.proxy.tool_calls import SchemaCache
+from turngate.proxy.tool_calls import ParseOnly, SchemaCache
 from turngate.settings import Settings
 from turngate.state.store import StateStore
+
+DEFAULT_ADAPTERS = AdapterRegistry()
+_PARSE_ONLY = ParseOnly(size=0)
 
 
 @dataclass(frozen=True)
@@ -23,18 +36,25 @@ class Services:
     clock: Callable[[], float]
     credential_secret: bytes
     schemas: SchemaCache
+    # The resolved policy file (--config, TURNGATE_POLICY__*, --mode) and the adapter versions.
+    policies: PolicyFile = BUILTIN_POLICY
+    adapters: AdapterRegistry = DEFAULT_ADAPTERS
+    tokens: TokenCache = field(default_factory=TokenCache)
+    # Set on the view of one request (``for_route``); app-wide it is None.
+    route_policy: Policy | None = None
+
+    @property
+    def policy(self) -> Policy:
+        """The policy of the request this view serves; ``defaults`` app-wide."""
+        return self.route_policy if self.route_policy is not None else self.policies.defaults
 
     @property
     def policy_digest(self) -> str:
-        # The policy engine is a later issue; for now the rollout mode is the whole policy.
-        return _policy_digest(self.settings.mode)
+        return self.policy.digest
 
+    def policy_for(self, api: ApiName, model: str | None) -> Policy:
+        return self.policies.policy_for(api, model)
 
-_POLICY_DIGESTS: dict[str, str] = {}
-
-
-def _policy_digest(mode: str) -> str:
-    digest = _POLICY_DIGESTS.get(mode)
-    if digest is None:
-        digest = _POLICY_DIGESTS[mode] = digest_of({"mode": mode})
-    return digest
+    def for_route(self, policy: Policy) -> Services:
+        schemas = self.schemas if policy.tool_arguments == "schema" else _PARSE_ONLY
+        return dataclasses.replace(self, route_policy=policy, schemas=schemas)

@@ -1,8 +1,9 @@
 """A response's tool calls, checked before it is committed: nothing half-valid is delivered.
 
 Each function call's arguments must be one JSON object, name a tool the request
-declared, and validate against that tool's JSON Schema. Schemas are compiled once per
-schema digest (fastjsonschema, a small LRU). Remote ``$ref``s are never fetched, format
+declared, and validate against that tool's JSON Schema, unless the route policy says
+``tool_arguments: json`` (then ``ParseOnly`` stands in for the cache). Schemas are compiled
+once per schema digest (fastjsonschema, a small LRU). Remote ``$ref``s are never fetched, format
 checks are off (a model's date string is not a broken call), and a schema fastjsonschema
 cannot compile is skipped with a warning rather than failing every call to that tool.
 """
@@ -58,6 +59,14 @@ class SchemaCache:
         if len(self._compiled) > self.size:
             self._compiled.popitem(last=False)
         return compiled
+
+
+class ParseOnly(SchemaCache):
+    """``tool_arguments: json`` in the route policy: a call's arguments must still be one JSON
+    object naming a declared tool, but no schema is checked."""
+
+    def validator(self, tool: ToolDef) -> Validator | None:
+        return None
 
 
 def _compile(tool: ToolDef) -> Validator | None:
