@@ -12,6 +12,7 @@ import os
 
 from aiohttp import web
 
+from turngate.policies.config import PolicyFile
 from turngate.proxy.app import create_app
 from turngate.proxy.logs import AccessLogger, access_log, configure_logging
 from turngate.settings import Settings
@@ -22,14 +23,20 @@ CREDENTIAL_SECRET_VARIABLE = "TURNGATE_CREDENTIAL_SECRET"
 log = logging.getLogger("turngate.proxy")
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, policies: PolicyFile) -> None:
+    """Serve with ``policies``, the policy file already resolved (``--config``, ``--mode``)."""
     configure_logging(settings.log_level)
-    app = create_app(settings, credential_secret=os.environ.get(CREDENTIAL_SECRET_VARIABLE))
+    app = create_app(
+        settings,
+        credential_secret=os.environ.get(CREDENTIAL_SECRET_VARIABLE),
+        policies=policies,
+    )
     log.info(
-        "turngate serving on http://%s:%d (mode %s, state %s)",
+        "turngate serving on http://%s:%d (mode %s, %d policy routes, state %s)",
         settings.host,
         settings.port,
-        settings.mode,
+        policies.defaults.mode,
+        len(policies.routes),
         settings.state.split("://", 1)[0],
     )
     web.run_app(
