@@ -21,3 +21,16 @@ def digest_bytes(data: bytes) -> str:
 def digest_of(value: Any) -> str:
     """sha256 of the canonical JSON of ``value``, as ``sha256:<hex>``."""
     return digest_bytes(canonical_json(value))
+
+
+def arguments_complete(arguments: str) -> bool:
+    """True when ``arguments`` is exactly one JSON object.
+
+    An empty string is incomplete: a call cut off before its first argument byte must not
+    run as ``{}``.
+    """
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(value, dict)

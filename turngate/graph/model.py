@@ -11,14 +11,16 @@ needs them for the manifest, a plain validation does not.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import cached_property
+from operator import attrgetter
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from turngate.graph.codec import digest_of
+from turngate.graph.codec import arguments_complete, digest_of
 
 JsonValue = Any
 Attrs = dict[str, Any]
@@ -37,15 +39,52 @@ _CONFIG = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 _PLACEMENT_FIELDS = frozenset({"id", "order", "trust"})
 
 
-_CONTENT_FIELDS: dict[str, tuple[str, ...]] = {}
+@dataclass(frozen=True)
+class _ContentFields:
+    """What ``semantic()`` reads of one block class, worked out once per class."""
+
+    # Sorted, as canonical JSON orders them.
+    names: tuple[str, ...]
+    # All their values in one call, in the order of ``names``.
+    values: Callable[[Any], tuple[Any, ...]]
+    # Positions in ``names`` of the fields holding a tuple of blocks (a result's parts).
+    nested: tuple[int, ...]
 
 
-def _content_fields(cls: type[Any]) -> tuple[str, ...]:
-    names = _CONTENT_FIELDS.get(cls.__name__)
-    if names is None:
-        names = tuple(f.name for f in fields(cls) if f.name not in _PLACEMENT_FIELDS)
-        _CONTENT_FIELDS[cls.__name__] = names
-    return names
+_CONTENT_FIELDS: dict[type[Any], _ContentFields] = {}
+
+
+def _content_fields(cls: type[Any]) -> _ContentFields:
+    known = _CONTENT_FIELDS.get(cls)
+    if known is None:
+        content = sorted(
+            (f for f in fields(cls) if f.name not in _PLACEMENT_FIELDS), key=lambda f: f.name
+        )
+        names = tuple(f.name for f in content)
+        nested = tuple(i for i, f in enumerate(content) if str(f.type).startswith("tuple["))
+        known = _CONTENT_FIELDS[cls] = _ContentFields(names, attrgetter(*names), nested)
+    return known
+
+
+def content_values(block: _Block) -> list[JsonValue] | tuple[JsonValue, ...]:
+    """The values of ``block.semantic()`` without its keys, in sorted key order.
+
+    Within one kind the keys are always the same, so these values (``kind`` among them)
+    say everything the dict says; the sequence digest is built from them.
+    """
+    content = _content_fields(type(block))
+    values = content.values(block)
+    if not content.nested:
+        return values
+    out = list(values)
+    for i in content.nested:
+        out[i] = [content_values(v) if isinstance(v, _Block) else v for v in out[i]]
+    return out
+
+
+# Sets an attribute of a frozen instance: for the constructors below and for the values a
+# block works out once (its digest). Never a field after construction.
+_set = object.__setattr__
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,19 +97,28 @@ class _Block:
     trust: Trust
     attrs: Attrs = field(default_factory=dict)
 
+    # The digest once worked out. Not cached_property: that writes the instance __dict__,
+    # which on CPython 3.11 turns every later attribute read of the block into a slower
+    # dict lookup (about 4x).
+    _digest: ClassVar[str | None] = None
+
     def semantic(self) -> dict[str, JsonValue]:
         """The block's content: every field but those that only place it."""
-        out: dict[str, JsonValue] = {}
-        for name in _content_fields(type(self)):
-            value = getattr(self, name)
-            if isinstance(value, tuple):
-                value = [v.semantic() if isinstance(v, _Block) else v for v in value]
-            out[name] = value
+        content = _content_fields(type(self))
+        out = dict(zip(content.names, content.values(self)))  # noqa: B905 - same length
+        for i in content.nested:
+            name = content.names[i]
+            out[name] = [v.semantic() if isinstance(v, _Block) else v for v in out[name]]
         return out
 
-    @cached_property
+    @property
     def digest(self) -> str:
-        return digest_of(self.semantic())
+        """sha256 of the canonical JSON of ``semantic()``."""
+        digest = self._digest
+        if digest is None:
+            digest = digest_of(self.semantic())
+            _set(self, "_digest", digest)
+        return digest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +180,17 @@ class ToolCallBlock(_Block):
     arguments: str
     argument_state: ArgumentState
     tool_type: Literal["function", "custom"] = "function"
+
+    _arguments_checked: ClassVar[bool | None] = None
+
+    @property
+    def arguments_are_an_object(self) -> bool:
+        """Whether ``arguments`` is exactly one JSON object, worked out once per block."""
+        checked = self._arguments_checked
+        if checked is None:
+            checked = arguments_complete(self.arguments)
+            _set(self, "_arguments_checked", checked)
+        return checked
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -341,7 +400,13 @@ class MessageSequence:
 
     @cached_property
     def sequence_digest(self) -> str:
-        return digest_of([[m.role, [b.digest for b in m.blocks]] for m in self.messages])
+        """sha256 of one canonical dump: each message's role and its blocks' content values.
+
+        As binding as hashing each block's ``semantic()`` dict, since ``kind`` is among the
+        values and fixes which keys they belong to; a third of the cost: no dict per block,
+        one sha256 in all. The exact definition is in docs/architecture.md.
+        """
+        return digest_of([[m.role, [content_values(b) for b in m.blocks]] for m in self.messages])
 
     @property
     def adapter_digest(self) -> str:
@@ -359,3 +424,102 @@ class MessageSequence:
             if tool.name == name:
                 return tool
         return None
+
+
+# Constructors for the adapters' hot path, at about 60% of a class call's cost (which
+# passes keywords through a dict to a generated __init__ that looks up object.__setattr__
+# for every field). Each sets every field, in field order (tests/graph/test_model_fast_paths.py
+# holds them to it).
+_new = object.__new__
+
+
+def new_text_block(
+    *, id: str, role: Role, order: int, trust: Trust, text: str, attrs: Attrs | None = None
+) -> TextBlock:
+    block = _new(TextBlock)
+    _set(block, "id", id)
+    _set(block, "role", role)
+    _set(block, "order", order)
+    _set(block, "trust", trust)
+    _set(block, "attrs", {} if attrs is None else attrs)
+    _set(block, "kind", "text")
+    _set(block, "text", text)
+    return block
+
+
+def new_tool_call(
+    *,
+    id: str,
+    order: int,
+    call_id: str,
+    name: str,
+    arguments: str,
+    attrs: Attrs | None = None,
+    tool_type: Literal["function", "custom"] = "function",
+) -> ToolCallBlock:
+    """An assistant's call, untrusted like all model output.
+
+    A function call's arguments are complete when they are one JSON object, a custom
+    tool's input always is; the check is kept, so the validator does not parse them again.
+    """
+    block = _new(ToolCallBlock)
+    complete = tool_type == "custom" or arguments_complete(arguments)
+    _set(block, "id", id)
+    _set(block, "role", "assistant")
+    _set(block, "order", order)
+    _set(block, "trust", "untrusted")
+    _set(block, "attrs", {} if attrs is None else attrs)
+    _set(block, "kind", "tool_call")
+    _set(block, "call_id", call_id)
+    _set(block, "name", name)
+    _set(block, "arguments", arguments)
+    _set(block, "argument_state", "complete" if complete else "incomplete")
+    _set(block, "tool_type", tool_type)
+    if tool_type == "function":
+        _set(block, "_arguments_checked", complete)
+    return block
+
+
+def new_tool_result(
+    *,
+    id: str,
+    role: Role,
+    order: int,
+    trust: Trust,
+    call_id: str,
+    content: tuple[ContentBlock, ...],
+    attrs: Attrs | None = None,
+) -> ToolResultBlock:
+    """A result with its parts; status success, no name, no structured value."""
+    block = _new(ToolResultBlock)
+    _set(block, "id", id)
+    _set(block, "role", role)
+    _set(block, "order", order)
+    _set(block, "trust", trust)
+    _set(block, "attrs", {} if attrs is None else attrs)
+    _set(block, "kind", "tool_result")
+    _set(block, "call_id", call_id)
+    _set(block, "status", "success")
+    _set(block, "name", None)
+    _set(block, "content", content)
+    _set(block, "value", None)
+    return block
+
+
+def new_message(
+    *,
+    index: int,
+    role: Role,
+    blocks: tuple[Block, ...],
+    shape: str,
+    attrs: Attrs | None = None,
+    origin: str = "messages",
+) -> Message:
+    message = _new(Message)
+    _set(message, "index", index)
+    _set(message, "role", role)
+    _set(message, "blocks", blocks)
+    _set(message, "origin", origin)
+    _set(message, "shape", shape)
+    _set(message, "attrs", {} if attrs is None else attrs)
+    return message

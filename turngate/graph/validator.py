@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-import orjson
-
+from turngate.graph import codec
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import (
     AnyBlock,
@@ -103,12 +102,37 @@ def validate(
 ) -> Verdict:
     found: list[Violation] = []
     findings: list[Violation] = []
+    reused_ids: list[Violation] = []
+    scan = role_forgery != "allow"
+    # Call ids seen in the current turn (a run of assistant messages).
+    turn_ids: set[str] = set()
+    previous_role: str | None = None
+    # One walk for the per-block checks, the forgery scan and the call-id check; each
+    # keeps its own list so violations come out in the same order as separate passes.
     for message in seq.messages:
+        role = message.role
+        if role != "assistant" or previous_role != "assistant":
+            turn_ids = set()
+        previous_role = role
         for block in message.blocks:
+            if type(block) is TextBlock:
+                # The common case, decided without the general checks: plain text in
+                # its own role breaks no structural rule.
+                if block.role != role:
+                    found.extend(_check_block(message, block, caps))
+                if scan and block.trust == "untrusted":
+                    marker = forged_role_marker(block.text, from_tool=block.role == "tool")
+                    if marker:
+                        findings.append(_forgery_violation(message, block, marker))
+                continue
             found.extend(_check_block(message, block, caps))
-            if role_forgery != "allow":
+            if isinstance(block, ToolCallBlock) and block.call_id:
+                if block.call_id in turn_ids:
+                    reused_ids.append(_duplicate_call_id(message, block))
+                turn_ids.add(block.call_id)
+            if scan:
                 findings.extend(_forgery(message, block))
-    found.extend(_check_call_ids(seq))
+    found.extend(reused_ids)
     found.extend(_Placement(seq, caps).run())
     if caps.extra_rules:
         from turngate.graph.rules import run_rules
@@ -200,7 +224,7 @@ def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> l
             )
         )
     if block.argument_state == "incomplete" or (
-        block.tool_type == "function" and not arguments_complete(block.arguments)
+        block.tool_type == "function" and not block.arguments_are_an_object
     ):
         out.append(
             violation(
@@ -214,41 +238,19 @@ def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> l
     return out
 
 
-def arguments_complete(arguments: str) -> bool:
-    """True when ``arguments`` is exactly one JSON object.
-
-    An empty string is incomplete: a call cut off before its first argument byte must not
-    run as ``{}``.
-    """
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(value, dict)
+# Lives in codec (the model checks arguments once, when a call is built); adapters import
+# it from here.
+arguments_complete = codec.arguments_complete
 
 
-def _check_call_ids(seq: MessageSequence) -> list[Violation]:
+def _duplicate_call_id(message: Message, block: ToolCallBlock) -> Violation:
     """Call ids are unique within a turn (a run of assistant messages)."""
-    out: list[Violation] = []
-    seen: set[str] = set()
-    previous_role = None
-    for message in seq.messages:
-        if message.role != "assistant" or previous_role != "assistant":
-            seen = set()
-        previous_role = message.role
-        for block in message.blocks:
-            if isinstance(block, ToolCallBlock) and block.call_id:
-                if block.call_id in seen:
-                    out.append(
-                        violation(
-                            DUPLICATE_CALL_ID,
-                            f"tool call id '{block.call_id}' is used twice in one turn",
-                            message,
-                            block,
-                        )
-                    )
-                seen.add(block.call_id)
-    return out
+    return violation(
+        DUPLICATE_CALL_ID,
+        f"tool call id '{block.call_id}' is used twice in one turn",
+        message,
+        block,
+    )
 
 
 class _Placement:
@@ -473,17 +475,20 @@ def _forgery(message: Message, block: AnyBlock) -> list[Violation]:
         texts.append(block.text)
     elif isinstance(block, ToolResultBlock):
         texts.extend(p.text for p in block.content if isinstance(p, TextBlock | SnippetBlock))
-        texts.extend(_string_leaves(block.value))
+        if block.value is not None:
+            texts.extend(_string_leaves(block.value))
     for text in texts:
         marker = forged_role_marker(text, from_tool=block.role == "tool")
         if marker:
-            return [
-                violation(
-                    ROLE_FORGERY,
-                    f"{block.role} text in block '{block.id}' contains the role marker "
-                    f"{marker!r}; it stays {block.role} text",
-                    message,
-                    block,
-                )
-            ]
+            return [_forgery_violation(message, block, marker)]
     return []
+
+
+def _forgery_violation(message: Message, block: AnyBlock, marker: str) -> Violation:
+    return violation(
+        ROLE_FORGERY,
+        f"{block.role} text in block '{block.id}' contains the role marker "
+        f"{marker!r}; it stays {block.role} text",
+        message,
+        block,
+    )

@@ -25,8 +25,11 @@ from turngate.graph.model import (
     ToolDef,
     ToolResultBlock,
     UnknownBlock,
+    new_message,
+    new_text_block,
+    new_tool_call,
+    new_tool_result,
 )
-from turngate.graph.validator import arguments_complete
 
 API: ApiName = "openai_chat"
 ADAPTER_ID = "openai_chat@1"
@@ -80,7 +83,7 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
         raise BadRequestBody(f"messages[{index}] must be an object", rule="invalid_request")
     role_in = native.get("role")
     prefix = f"m{index}"
-    if role_in not in ROLES:
+    if not isinstance(role_in, str) or role_in not in ROLES:
         block = UnknownBlock(
             id=f"{prefix}.b0",
             role="user",
@@ -92,15 +95,17 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
         return Message(index=index, role="user", blocks=(block,), shape="opaque")
     role = cast(Role, role_in)
     trust = default_trust(role)
-    attrs = remainder(native, _MESSAGE_FIELDS)
+    # Every step here runs once per message of every request: the common shapes (no
+    # extra fields, string content) skip the general helpers.
+    attrs = {} if native.keys() <= _MESSAGE_FIELDS else remainder(native, _MESSAGE_FIELDS)
     blocks: list[AnyBlock] = []
     content = native.get("content", _ABSENT)
-    shape, parts = _content_shape(content)
+    shape, parts = ("string", _NO_PARTS) if isinstance(content, str) else _content_shape(content)
     if role == "tool":
         call_id = native.get("tool_call_id")
         if shape == "string":
             result_parts: tuple[AnyBlock, ...] = (
-                TextBlock(
+                new_text_block(
                     id=f"{prefix}.b0.c0", role="tool", order=order.next(), trust=trust, text=content
                 ),
             )
@@ -109,7 +114,7 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
                 _parse_part(f"{prefix}.b0.c{j}", "tool", p, order) for j, p in enumerate(parts)
             )
         blocks.append(
-            ToolResultBlock(
+            new_tool_result(
                 id=f"{prefix}.b0",
                 role="tool",
                 order=order.next(),
@@ -120,12 +125,14 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
         )
     elif shape == "string":
         blocks.append(
-            TextBlock(id=f"{prefix}.b0", role=role, order=order.next(), trust=trust, text=content)
+            new_text_block(
+                id=f"{prefix}.b0", role=role, order=order.next(), trust=trust, text=content
+            )
         )
     else:
         for part in parts:
             blocks.append(_parse_part(f"{prefix}.b{len(blocks)}", role, part, order))
-    if role != "tool":
+    if role != "tool" and ("tool_calls" in native or "tool_call_id" in native):
         calls = native.get("tool_calls")
         if isinstance(calls, list) and calls:
             for call in calls:
@@ -134,7 +141,7 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
             attrs["tool_calls"] = calls
         if "tool_call_id" in native:
             attrs["tool_call_id"] = native["tool_call_id"]
-    return Message(index=index, role=role, blocks=tuple(blocks), shape=shape, attrs=attrs)
+    return new_message(index=index, role=role, blocks=tuple(blocks), shape=shape, attrs=attrs)
 
 
 class _Absent:
@@ -142,6 +149,7 @@ class _Absent:
 
 
 _ABSENT = _Absent()
+_NO_PARTS: list[Any] = []
 
 
 def _content_shape(content: Any) -> tuple[str, list[Any]]:
@@ -163,7 +171,14 @@ def _parse_part(block_id: str, role: Role, part: Any, order: OrderCounter) -> An
         return UnknownBlock(native_type=type(part).__name__, attrs={"value": part}, **common)
     kind = part.get("type")
     if kind == "text" and isinstance(part.get("text"), str):
-        return TextBlock(text=part["text"], attrs=remainder(part, _TEXT_FIELDS), **common)
+        return new_text_block(
+            id=block_id,
+            role=role,
+            order=common["order"],
+            trust=trust,
+            text=part["text"],
+            attrs=remainder(part, _TEXT_FIELDS),
+        )
     if kind == "refusal" and isinstance(part.get("refusal"), str):
         return RefusalBlock(
             text=part["refusal"], attrs=remainder(part, frozenset({"type", "refusal"})), **common
@@ -216,34 +231,30 @@ def _parse_part(block_id: str, role: Role, part: Any, order: OrderCounter) -> An
 
 
 def _parse_call(block_id: str, call: Any, order: OrderCounter) -> AnyBlock:
-    common: dict[str, Any] = {
-        "id": block_id,
-        "role": "assistant",
-        "order": order.next(),
-        "trust": "untrusted",
-    }
+    position = order.next()
     if not isinstance(call, dict):
-        return UnknownBlock(native_type="tool_call", attrs={"value": call}, **common)
+        return UnknownBlock(
+            native_type="tool_call", attrs={"value": call}, **_call_placement(block_id, position)
+        )
     call_id = call.get("id")
     call_id = call_id if isinstance(call_id, str) else ""
     kind = call.get("type", "function")
-    if kind == "function" and isinstance(call.get("function"), dict):
-        function = call["function"]
+    function = call.get("function")
+    if kind == "function" and isinstance(function, dict):
         name, arguments = function.get("name"), function.get("arguments")
         if isinstance(name, str) and isinstance(arguments, str):
-            attrs = remainder(call, _CALL_FIELDS)
+            attrs = {} if call.keys() <= _CALL_FIELDS else remainder(call, _CALL_FIELDS)
             if "type" not in call:
                 attrs["$untyped"] = True
-            extra = remainder(function, _FUNCTION_FIELDS)
-            if extra:
-                attrs["function"] = extra
-            return ToolCallBlock(
+            if not function.keys() <= _FUNCTION_FIELDS:
+                attrs["function"] = remainder(function, _FUNCTION_FIELDS)
+            return new_tool_call(
+                id=block_id,
+                order=position,
                 call_id=call_id,
                 name=name,
                 arguments=arguments,
-                argument_state="complete" if arguments_complete(arguments) else "incomplete",
                 attrs=attrs,
-                **common,
             )
     if kind == "custom" and isinstance(call.get("custom"), dict):
         custom = call["custom"]
@@ -253,16 +264,22 @@ def _parse_call(block_id: str, call: Any, order: OrderCounter) -> AnyBlock:
             extra = remainder(custom, _CUSTOM_FIELDS)
             if extra:
                 attrs["custom"] = extra
-            return ToolCallBlock(
+            return new_tool_call(
+                id=block_id,
+                order=position,
                 call_id=call_id,
                 name=name,
                 arguments=data,
-                argument_state="complete",
-                tool_type="custom",
                 attrs=attrs,
-                **common,
+                tool_type="custom",
             )
-    return UnknownBlock(native_type=f"tool_call:{kind}", attrs=dict(call), **common)
+    return UnknownBlock(
+        native_type=f"tool_call:{kind}", attrs=dict(call), **_call_placement(block_id, position)
+    )
+
+
+def _call_placement(block_id: str, position: int) -> dict[str, Any]:
+    return {"id": block_id, "role": "assistant", "order": position, "trust": "untrusted"}
 
 
 def _parse_tool(native: Any) -> ToolDef:
