@@ -1,0 +1,247 @@
+"""Context admission through the proxy, with the official SDKs: a request whose final bytes plus
+its output budget are one token over the model's window is refused before any send, in the
+API's own context-length error form; one under is sent."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from tests.fixtures_dir import COUNTS, FIXTURES_PRESENT
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import post
+from tests.proxy.policy_stack import policy_of, shadow_records, start_policy_stack
+from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
+from tests.proxy.stack import ANTHROPIC_KEY, GEMINI_KEY, OPENAI_KEY, Stack
+from turngate.policies.tokens import count_request
+
+pytestmark = [
+    pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT"),
+    GENAI_AIOHTTP_WARNING,
+]
+
+QUESTION = "What is the weather in Paris, and should I take an umbrella tomorrow morning?"
+# Gemini's built-in rows limit input only (1M tokens); a file's row gives a small one.
+
+# Calls one API through its SDK with ``budget`` output tokens; returns after the answer.
+Send = Callable[[Stack, int], Awaitable[Any]]
+
+
+async def chat(stack: Stack, budget: int) -> Any:
+    async with openai.AsyncOpenAI(
+        api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0
+    ) as client:
+        return await client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": QUESTION}],
+            max_completion_tokens=budget,
+        )
+
+
+async def responses(stack: Stack, budget: int) -> Any:
+    async with openai.AsyncOpenAI(
+        api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0
+    ) as client:
+        return await client.responses.create(
+            model="gpt-4o", input=QUESTION, max_output_tokens=budget
+        )
+
+
+async def messages(stack: Stack, budget: int) -> Any:
+    # An explicit timeout: the SDK refuses a large non-streaming max_tokens without one.
+    async with anthropic.AsyncAnthropic(
+        api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), max_retries=0, timeout=30.0
+    ) as client:
+        return await client.messages.create(
+            model="claude-haiku-4-5-20251001",
+            max_tokens=budget,
+            messages=[{"role": "user", "content": QUESTION}],
+        )
+
+
+async def generate(stack: Stack, budget: int) -> Any:
+    client = genai.Client(
+        api_key=GEMINI_KEY,
+        http_options=types.HttpOptions(base_url=stack.base("/gemini"), api_version="v1beta"),
+    )
+    try:
+        # Here the budget is the input limit itself (the row limits input only).
+        return await client.aio.models.generate_content(
+            model="gemini-admission-test-1", contents=QUESTION
+        )
+    finally:
+        await client.aio.aclose()
+
+
+GEMINI_TEXT = Reply.json(
+    {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": "Take an umbrella."}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "modelVersion": "gemini-admission-test-1",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    send: Send
+    model: str
+    # Read when the test runs, so that a missing fixtures folder skips instead of failing.
+    answer: Callable[[], Reply]
+    # The output budget that fills the window exactly, from the prompt's count.
+    fill: Callable[[int], int]
+    error: type[Exception]
+    phrase: str
+
+
+CASES = {
+    "openai_chat": Case(
+        chat,
+        "gpt-4o",
+        lambda: Reply.fixture("openai-chat/pai-nonstream-after-2-tool-results.json"),
+        lambda prompt: 128_000 - prompt,
+        openai.BadRequestError,
+        "This model's maximum context length is 128000 tokens.",
+    ),
+    "openai_responses": Case(
+        responses,
+        "gpt-4o",
+        lambda: Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"),
+        lambda prompt: 128_000 - prompt,
+        openai.BadRequestError,
+        "Your input exceeds the context window of this model.",
+    ),
+    "anthropic": Case(
+        messages,
+        "claude-haiku-4-5-20251001",
+        lambda: Reply.fixture("anthropic/pai-nonstream-after-4-tool-results.json"),
+        lambda prompt: 200_000 - prompt,
+        anthropic.BadRequestError,
+        "input length and `max_tokens` exceed context limit: ",
+    ),
+    "gemini": Case(
+        generate,
+        "gemini-admission-test-1",
+        lambda: GEMINI_TEXT,
+        lambda prompt: prompt,
+        genai_errors.ClientError,
+        "The input token count (",
+    ),
+}
+
+
+def prompt_tokens(stack: Stack, model: str) -> int:
+    """The count of the body the upstream got: the final bytes, as turngate counts them."""
+    policy = policy_of(gemini_limit(1_000))
+    entry = policy.model_entry(model)
+    assert entry is not None
+    return count_request(stack.upstream.received[-1].json(), entry, policy.media).total
+
+
+def gemini_limit(limit: int) -> dict[str, Any]:
+    return {"models": [{"match": "gemini-admission-test*", "max_input_tokens": limit}]}
+
+
+@pytest.mark.parametrize("api", list(CASES))
+async def test_one_token_over_the_window_is_refused_before_any_send_one_under_is_sent(
+    aiohttp_server: Any, api: str
+):
+    case = CASES[api]
+
+    async def started(policy: dict[str, Any]) -> Stack:
+        stack = await start_policy_stack(aiohttp_server, policy=policy)
+        stack.upstream.reply(case.answer())
+        return stack
+
+    stack = await started(gemini_limit(1_000))
+    await case.send(stack, 16)
+    prompt = prompt_tokens(stack, case.model)
+    assert 10 < prompt < 200
+    fits = case.fill(prompt)
+    if api == "gemini":
+        # Gemini limits input only: the file's row is set at the prompt, then one under it.
+        stack = await started(gemini_limit(fits))
+        await case.send(stack, 0)
+        assert prompt_tokens(stack, case.model) == prompt
+        stack = await started(gemini_limit(fits - 1))
+        with pytest.raises(case.error) as raised:
+            await case.send(stack, 0)
+        assert stack.upstream.received == []
+    else:
+        # Exactly at the window: sent, and counted the same as the first.
+        await case.send(stack, fits)
+        assert len(stack.upstream.received) == 2
+        assert prompt_tokens(stack, case.model) == prompt
+        with pytest.raises(case.error) as raised:
+            await case.send(stack, fits + 1)
+        assert len(stack.upstream.received) == 2
+    error = raised.value
+    assert getattr(error, "status_code", getattr(error, "code", None)) == 400
+    assert case.phrase in str(error)
+    assert "context_length_exceeded" in str(error)
+    if isinstance(error, openai.BadRequestError):
+        assert error.code == "context_length_exceeded"
+    COUNTS[f"admission through the proxy: boundary refused with 0 sends, {api}"] += 1
+
+
+async def test_disabled_admission_and_unlisted_models_are_left_to_the_provider(
+    aiohttp_server: Any,
+):
+    request = {
+        "model": "gpt-4o",
+        "max_completion_tokens": 10_000_000,
+        "messages": [{"role": "user", "content": QUESTION}],
+    }
+    off = {"routes": [{"match": {"model": "gpt-4o"}, "admission": {"enabled": False}}]}
+    for policy, body in (({}, {**request, "model": "unlisted-model"}), (off, request)):
+        stack = await start_policy_stack(aiohttp_server, policy=policy)
+        stack.upstream.reply(CASES["openai_chat"].answer())
+        status, _headers, _answer = await post(stack, "/openai/v1/chat/completions", body)
+        assert status == 200
+        assert [r.json() for r in stack.upstream.received] == [body]
+    stack = await start_policy_stack(aiohttp_server, policy={})
+    status, headers, _answer = await post(stack, "/openai/v1/chat/completions", request)
+    assert (status, headers["Turngate-Rejection"]) == (400, "context_length_exceeded")
+    assert stack.upstream.received == []
+
+
+async def test_a_shadowed_request_over_the_window_is_sent_and_recorded(aiohttp_server: Any):
+    stack = await start_policy_stack(aiohttp_server, policy={"defaults": {"mode": "shadow"}})
+    stack.upstream.reply(CASES["openai_chat"].answer())
+    request = {
+        "model": "gpt-4o",
+        "max_completion_tokens": 10_000_000,
+        "messages": [{"role": "user", "content": QUESTION}],
+    }
+    status, _headers, _answer = await post(stack, "/openai/v1/chat/completions", request)
+    assert status == 200
+    (record,) = await shadow_records(stack)
+    assert record["rules"] == ["context_length_exceeded"]
+
+
+async def test_a_nullable_json_schema_type_in_a_tool_is_counted_not_a_crash(
+    aiohttp_server: Any,
+):
+    stack = await start_policy_stack(aiohttp_server, policy={})
+    stack.upstream.reply(CASES["openai_chat"].answer())
+    parameters = {"type": "object", "properties": {"city": {"type": ["string", "null"]}}}
+    request = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": QUESTION}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": parameters}}],
+    }
+    status, _headers, _answer = await post(stack, "/openai/v1/chat/completions", request)
+    assert status == 200
