@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-from turngate.graph.codec import digest_of
+from turngate.graph.codec import canonical_json, digest_bytes
 from turngate.graph.model import ApiName
 
 MANIFEST_SCHEMA = "turngate.DispatchManifest.v1"
@@ -50,8 +50,13 @@ class DispatchManifest:
         return self.conversation_id if self.conversation_id is not None else self.operation_id
 
     @cached_property
+    def canonical(self) -> bytes:
+        """The canonical JSON of ``to_json()``: what the digest hashes and stores keep."""
+        return canonical_json(self.to_json())
+
+    @cached_property
     def digest(self) -> str:
-        return digest_of(self.to_json())
+        return digest_bytes(self.canonical)
 
     def with_attempt(self, attempt: int) -> DispatchManifest:
         return dataclasses.replace(
@@ -63,7 +68,7 @@ class DispatchManifest:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {to_camel(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {key: getattr(self, name) for name, key in _JSON_KEYS}
 
     @classmethod
     def from_json(cls, data: Any) -> DispatchManifest:
@@ -71,6 +76,9 @@ class DispatchManifest:
 
 
 _ADAPTER: TypeAdapter[DispatchManifest] = TypeAdapter(DispatchManifest)
+# (field, camelCase key) once: pydantic's to_camel is a regex, and every request writes the
+# manifest's JSON at least twice (digest, store).
+_JSON_KEYS = tuple((f.name, to_camel(f.name)) for f in dataclasses.fields(DispatchManifest))
 
 
 def idempotency_key(conversation: str, revision: int, cancel_generation: int, attempt: int) -> str:

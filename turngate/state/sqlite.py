@@ -7,10 +7,16 @@ claim CAS also holds against other processes using the same file (they wait up t
 busy timeout for the lock).
 
 Journal: WAL, so readers never block the writer and a killed process loses nothing it
-committed. ``synchronous=FULL``: every commit is fsynced before ``claim`` returns. With
-NORMAL a power cut (not a process crash) may undo the last commits, and an undone claim
-is an attempt whose bytes may have left while the file says it never existed: the next
-start would send the same attempt again instead of finding it UNKNOWN.
+committed. Durability is chosen per write (``_DURABILITY``). The claim, and every
+transition that settles or loses an operation, is fsynced before it returns
+(``synchronous=FULL``): an undone claim is an attempt whose bytes may have left while the
+file says it never existed, so the next start would send the same attempt again instead
+of finding it UNKNOWN; an undone commit would refuse the client's next request, whose
+history holds the turn. SEND and STREAM are written with ``synchronous=NORMAL``: a power
+cut (a process crash loses nothing either way) may undo them, which leaves the operation
+DISPATCHING or SENT, in flight all the same, so the next start still moves it to UNKNOWN.
+The next FULL commit on the file makes them durable too (one WAL, fsynced whole).
+docs/performance.md has the measurements.
 
 Stored data carries a schema version (``PRAGMA user_version``), upgraded on open by the
 numbered ``MIGRATIONS`` chain, all steps in one transaction.
@@ -31,7 +37,6 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 import orjson
 
 from turngate.errors import StoreUnavailable
-from turngate.graph.codec import canonical_json
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.store import (
@@ -301,6 +306,7 @@ def _can_write(db: sqlite3.Connection) -> bool:
 
 
 def _claim(db: sqlite3.Connection, draft: DispatchManifest, now: float) -> OperationRecord:
+    _synchronous(db, "FULL")
     with _transaction(db, "IMMEDIATE"):
         same_id = _load(db, draft.operation_id)
         if same_id is not None:
@@ -319,6 +325,16 @@ def _claim(db: sqlite3.Connection, draft: DispatchManifest, now: float) -> Opera
     return claimed
 
 
+# Transitions whose loss in a power cut leaves the operation in flight, as it was before
+# them: recover() finds it UNKNOWN either way, so they need not wait for the disk.
+_NO_FSYNC = frozenset({Transition.SEND, Transition.STREAM})
+
+
+def _synchronous(db: sqlite3.Connection, level: Literal["FULL", "NORMAL"]) -> None:
+    """Set before BEGIN: it holds for the connection's next commits (a few microseconds)."""
+    db.execute(f"PRAGMA synchronous = {level}")
+
+
 def _transition(
     db: sqlite3.Connection,
     operation_id: str,
@@ -328,6 +344,7 @@ def _transition(
     handle: str | None = None,
     detail: str | None = None,
 ) -> OperationRecord:
+    _synchronous(db, "NORMAL" if transition in _NO_FSYNC else "FULL")
     with _transaction(db, "IMMEDIATE"):
         record = _load(db, operation_id)
         if record is None:
@@ -346,6 +363,7 @@ def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:
     in_flight = sorted(IN_FLIGHT)
     marks = ", ".join("?" * len(in_flight))
     moved = []
+    _synchronous(db, "FULL")
     with _transaction(db, "IMMEDIATE"):
         rows = db.execute(
             f"SELECT operation_id FROM operations WHERE state IN ({marks}) ORDER BY operation_id",
@@ -390,7 +408,7 @@ def _insert(db: sqlite3.Connection, record: OperationRecord) -> None:
             *(manifest.operation_id, *claim_slot(manifest), manifest.attempt),
             str(record.state),
             record.handle,
-            canonical_json(manifest.to_json()).decode(),
+            manifest.canonical.decode(),
         ),
     )
     for seq, change in enumerate(record.history):

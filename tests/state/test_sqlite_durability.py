@@ -1,0 +1,64 @@
+"""Which SQLite writes wait for the disk (synchronous=FULL) and which need not (NORMAL).
+
+A power cut may undo a NORMAL write. That is safe only for SEND and STREAM: undone, they
+leave the operation DISPATCHING or SENT, still in flight, so the next start finds it
+UNKNOWN as it would have anyway. A claim, a commit, a failure or a loss undone would let
+an attempt be sent twice or refuse a history the client already holds: those are FULL.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.state.stores import draft
+from turngate.state.machine import Transition
+from turngate.state.sqlite import SQLiteStore
+
+T = Transition
+FULL, NORMAL = 2, 1
+
+
+async def level_of_last_write(store: SQLiteStore) -> int:
+    # Set before each write transaction and left as it was: the level that write used.
+    row = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone())
+    return int(row[0])
+
+
+async def test_only_send_and_stream_are_written_without_waiting_for_the_disk(tmp_path: Path):
+    store = SQLiteStore(tmp_path / "state.db")
+    await store.open()
+    try:
+        streamed = await store.claim(draft(None), now=1.0)
+        assert await level_of_last_write(store) == FULL
+        await store.transition(streamed.operation_id, T.SEND, now=2.0)
+        assert await level_of_last_write(store) == NORMAL
+        await store.transition(streamed.operation_id, T.STREAM, now=3.0)
+        assert await level_of_last_write(store) == NORMAL
+        await store.transition(streamed.operation_id, T.COMMIT, now=4.0)
+        assert await level_of_last_write(store) == FULL
+
+        for outcome in (T.FAIL, T.LOSE):
+            record = await store.claim(draft(None), now=5.0)
+            await store.transition(record.operation_id, T.SEND, now=6.0)
+            assert await level_of_last_write(store) == NORMAL
+            await store.transition(record.operation_id, outcome, now=7.0)
+            assert await level_of_last_write(store) == FULL
+
+        lost = await store.claim(draft(None), now=8.0)
+        await store.transition(lost.operation_id, T.SEND, now=9.0)
+        assert [r.operation_id for r in await store.recover(now=10.0)] == [lost.operation_id]
+        assert await level_of_last_write(store) == FULL
+    finally:
+        await store.close()
+
+
+async def test_a_claim_after_a_send_is_fully_synced_again(tmp_path: Path):
+    store = SQLiteStore(tmp_path / "state.db")
+    await store.open()
+    try:
+        first = await store.claim(draft(conversation_id="c"), now=1.0)
+        await store.transition(first.operation_id, T.SEND, now=2.0)
+        await store.claim(draft(conversation_id="other"), now=3.0)
+        assert await level_of_last_write(store) == FULL
+    finally:
+        await store.close()
