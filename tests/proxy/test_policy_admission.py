@@ -151,8 +151,8 @@ def prompt_tokens(stack: Stack, model: str) -> int:
     return count_request(stack.upstream.received[-1].json(), entry, policy.media).total
 
 
-def gemini_limit(limit: int) -> dict[str, Any]:
-    return {"models": [{"match": "gemini-admission-test*", "max_input_tokens": limit}]}
+def gemini_limit(limit: int, **row: Any) -> dict[str, Any]:
+    return {"models": [{"match": "gemini-admission-test*", "max_input_tokens": limit, **row}]}
 
 
 @pytest.mark.parametrize("api", list(CASES))
@@ -245,3 +245,72 @@ async def test_a_nullable_json_schema_type_in_a_tool_is_counted_not_a_crash(
     }
     status, _headers, _answer = await post(stack, "/openai/v1/chat/completions", request)
     assert status == 200
+
+
+def asking(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"defaults": {"admission": {"count_tokens_endpoint": True}}, **(extra or {})}
+
+
+@pytest.mark.parametrize(
+    ("provider_says", "expected"),
+    [("fits", 200), ("too long", 400), ("fails", 400)],
+)
+async def test_the_providers_count_decides_where_the_estimate_would_refuse(
+    aiohttp_server: Any, provider_says: str, expected: int
+):
+    case = CASES["anthropic"]
+    stack = await start_policy_stack(aiohttp_server, policy=asking())
+    stack.upstream.reply(case.answer())
+    await case.send(stack, 16)
+    # An estimate needs no call: the count endpoint was not asked.
+    assert [r.path_qs for r in stack.upstream.received] == ["/v1/messages"]
+    estimate = prompt_tokens(stack, case.model)
+    over_by_one = case.fill(estimate) + 1
+    exact = {"fits": estimate - 1, "too long": estimate + 1, "fails": None}[provider_says]
+    counted = Reply.json({"input_tokens": exact}) if exact is not None else Reply(status=500)
+    stack.upstream.reply(counted, path="/v1/messages/count_tokens")
+    stack.upstream.received.clear()
+    if expected == 200:
+        await case.send(stack, over_by_one)
+    else:
+        with pytest.raises(case.error) as raised:
+            await case.send(stack, over_by_one)
+        how = "estimated" if exact is None else "counted"
+        assert f"(turngate: {how} before sending, nothing was sent;" in str(raised.value)
+    paths = [r.path_qs for r in stack.upstream.received]
+    assert paths == ["/v1/messages/count_tokens"] + (["/v1/messages"] if expected == 200 else [])
+    asked = stack.upstream.received[0]
+    # With the caller's own credentials (the SDK sends them as a Bearer token).
+    assert any(ANTHROPIC_KEY in value for value in asked.headers.values())
+    assert asked.json() == {
+        "model": case.model,
+        "messages": [{"role": "user", "content": QUESTION}],
+    }
+
+
+async def test_gemini_asks_count_tokens_on_its_own_route(aiohttp_server: Any):
+    case = CASES["gemini"]
+    estimated = gemini_limit(1_000, counting="estimate", factor=1.2)
+    stack = await start_policy_stack(aiohttp_server, policy=estimated)
+    stack.upstream.reply(case.answer())
+    await case.send(stack, 0)
+    entry = policy_of(estimated).model_entry(case.model)
+    assert entry is not None
+    prompt = count_request(stack.upstream.received[0].json(), entry, policy_of({}).media).total
+    limit = gemini_limit(prompt - 1, counting="estimate", factor=1.2)
+    stack = await start_policy_stack(aiohttp_server, policy=asking(limit))
+    stack.upstream.reply(case.answer())
+    stack.upstream.reply(
+        Reply.json({"totalTokens": prompt - 1}),
+        path="/v1beta/models/gemini-admission-test-1:countTokens",
+    )
+    await case.send(stack, 0)
+    (asked, sent) = stack.upstream.received
+    assert asked.path_qs == "/v1beta/models/gemini-admission-test-1:countTokens"
+    assert asked.json() == {
+        "generateContentRequest": {
+            "model": "models/gemini-admission-test-1",
+            "contents": sent.json()["contents"],
+        }
+    }
+    assert sent.path_qs == "/v1beta/models/gemini-admission-test-1:generateContent"

@@ -122,25 +122,31 @@ def admit(
         # No window known: the provider stays the judge.
         return Admission(status="unknown_model", model=model)
     count = count_request(body, entry, config.media, cache)
-    output = policy.admission.default_output_tokens
-    if max_output_tokens is not None:
-        output = max_output_tokens
-    refusal = _refusal(api, entry, count, output)
+    output = output_budget(policy, max_output_tokens)
+    refusal = refusal_for(api, entry, count.total, output, estimated=count.estimated)
     if refusal is not None:
         raise refusal
     return Admission(status="admitted", model=model, count=count, output_tokens=output, entry=entry)
 
 
-def _refusal(
-    api: ApiName, entry: ModelEntry, count: TokenCount, output: int
+def output_budget(policy: Policy, max_output_tokens: int | None) -> int:
+    """The output tokens a request reserves: its own maximum, else the policy's default."""
+    if max_output_tokens is not None:
+        return max_output_tokens
+    return policy.admission.default_output_tokens
+
+
+def refusal_for(
+    api: ApiName, entry: ModelEntry, used: int, output: int, *, estimated: bool
 ) -> ContextLengthExceeded | None:
+    """The refusal of ``used`` input tokens plus ``output`` for the model ``entry``
+    describes, or None when they fit (also for an exact count from a provider)."""
     form = CONTEXT_ERRORS[api]
-    used = count.total
     if entry.max_input_tokens is not None and used > entry.max_input_tokens:
         text = form.input_message.format(
             input=used, output=output, total=used + output, limit=entry.max_input_tokens
         )
-        return _error(text, count, 0, entry.max_input_tokens)
+        return _error(text, used, 0, entry.max_input_tokens, estimated)
     if entry.context_window is not None and used + output > entry.context_window:
         window = entry.context_window
         template = form.window_message if output else form.input_message
@@ -149,16 +155,16 @@ def _refusal(
             # Gemini states only an input limit: what is left of the window after the output.
             limit = max(window - output, 0)
         text = template.format(input=used, output=output, total=used + output, limit=limit)
-        return _error(text, count, output, window)
+        return _error(text, used, output, window, estimated)
     return None
 
 
-def _error(text: str, count: TokenCount, output: int, limit: int) -> ContextLengthExceeded:
-    how = "estimated" if count.estimated else "counted"
+def _error(text: str, used: int, output: int, limit: int, estimated: bool) -> ContextLengthExceeded:
+    how = "estimated" if estimated else "counted"
     return ContextLengthExceeded(
         f"{text} (turngate: {how} before sending, nothing was sent; rule context_length_exceeded)",
-        input_tokens=count.total,
+        input_tokens=used,
         output_tokens=output,
         limit=limit,
-        estimated=count.estimated,
+        estimated=estimated,
     )

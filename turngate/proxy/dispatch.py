@@ -49,7 +49,7 @@ from turngate.proxy.errors import error_response
 from turngate.proxy.policy import (
     SHADOW_LOG,
     ShadowInput,
-    admit_final,
+    admit_or_ask,
     check_known,
     graph_log,
     graph_to_store,
@@ -151,7 +151,9 @@ async def prepare(
         check_known(seq, version, stored)
         refuse_invalid(verdict)
         outbound, final_body = render(adapter, seq, body, raw)
-        admit_final(services, policy, seq, final_body, model)
+        await admit_or_ask(
+            request, route, services, policy=policy, seq=seq, final_body=final_body, model=model
+        )
     else:
         shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id)
         shadow = shadow_outcome(

@@ -1,7 +1,8 @@
 """The policy steps of the dispatch path (docs/policies.md), one request at a time.
 
     model -> route policy -> pinned adapter version -> parse -> trust labels + validate
-          -> rollout mode: enforce -> pause? refuse? render, admit the final bytes
+          -> rollout mode: enforce -> pause? refuse? render, admit the final bytes (asking
+                                      the provider's count_tokens when the policy allows)
                            shadow  -> the client's bytes go up; record what enforcing would do
 
 Two capped logs of the state store hold what outlives the request: ``shadow`` (one
@@ -17,6 +18,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from aiohttp import web
+
 from turngate.adapters.base import Adapter, RouteInfo
 from turngate.errors import (
     ContextLengthExceeded,
@@ -27,11 +30,13 @@ from turngate.errors import (
 from turngate.graph.model import ApiName, MessageSequence
 from turngate.graph.serialize import to_json
 from turngate.graph.validator import Verdict
-from turngate.policies.admission import Admission, admit
+from turngate.policies.admission import Admission, admit, output_budget, refusal_for
 from turngate.policies.config import Policy
 from turngate.policies.diff import ShadowRecord, failed_render_record, shadow_record
 from turngate.policies.pins import AdapterVersion, ensure_known, kinds_in, load_for
+from turngate.proxy.count_tokens import provider_count
 from turngate.proxy.errors import AdapterMissing
+from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.state.store import StateStore
 
@@ -123,6 +128,36 @@ def admit_final(
         policy=policy,
         cache=services.tokens,
     )
+
+
+async def admit_or_ask(
+    request: web.Request,
+    route: RouteMatch,
+    services: Services,
+    *,
+    policy: Policy,
+    seq: MessageSequence,
+    final_body: Mapping[str, Any],
+    model: str | None,
+) -> None:
+    """Admission of the final bytes; when an estimate would refuse them and the policy allows
+    the extra call, the provider's own count decides (proxy/count_tokens.py)."""
+    try:
+        admit_final(services, policy, seq, final_body, model)
+    except ContextLengthExceeded as estimate:
+        if not (estimate.estimated and policy.admission.count_tokens_endpoint):
+            raise
+        named = seq.model or model
+        entry = services.policies.model_entry(named)
+        exact = await provider_count(
+            request, route, services.session, api=seq.api, body=final_body, model=named
+        )
+        if exact is None or entry is None:
+            raise
+        output = output_budget(policy, seq.max_output_tokens)
+        refusal = refusal_for(seq.api, entry, exact, output, estimated=False)
+        if refusal is not None:
+            raise refusal from None
 
 
 @dataclasses.dataclass(frozen=True)
