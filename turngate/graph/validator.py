@@ -9,6 +9,7 @@ violation found, each naming its message, block and call id. Role-forgery text i
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -115,9 +116,11 @@ def validate(
             turn_ids = set()
         previous_role = role
         for block in message.blocks:
-            if type(block) is TextBlock:
-                # The common case, decided without the general checks: plain text in
-                # its own role breaks no structural rule.
+            kind = type(block)
+            # The common kinds in their own role skip the general checks, which would
+            # find nothing more: text breaks no structural rule, a call only its own
+            # rules (and holds no text to scan), a result of text parts only its call's.
+            if kind is TextBlock:
                 if block.role != role:
                     found.extend(_check_block(message, block, caps))
                 if scan and block.trust == "untrusted":
@@ -125,13 +128,20 @@ def validate(
                     if marker:
                         findings.append(_forgery_violation(message, block, marker))
                 continue
-            found.extend(_check_block(message, block, caps))
+            if kind is ToolCallBlock and block.role == role:
+                found.extend(_check_call(message, block, caps))
+            elif kind is ToolResultBlock and _plain_result_fits(message, block):
+                if scan:
+                    findings.extend(_forgery(message, block))
+                continue
+            else:
+                found.extend(_check_block(message, block, caps))
+                if scan:
+                    findings.extend(_forgery(message, block))
             if isinstance(block, ToolCallBlock) and block.call_id:
                 if block.call_id in turn_ids:
                     reused_ids.append(_duplicate_call_id(message, block))
                 turn_ids.add(block.call_id)
-            if scan:
-                findings.extend(_forgery(message, block))
     found.extend(reused_ids)
     found.extend(_Placement(seq, caps).run())
     if caps.extra_rules:
@@ -193,6 +203,13 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
     return out
 
 
+def _plain_result_fits(message: Message, block: ToolResultBlock) -> bool:
+    """A result of text parts only, where its role may sit: ``_check_block`` finds nothing."""
+    if message.role not in (block.role, "user"):
+        return False
+    return all(type(part) is TextBlock for part in block.content)
+
+
 def _role_fits(message: Message, block: AnyBlock) -> bool:
     if block.role == message.role:
         return True
@@ -200,9 +217,17 @@ def _role_fits(message: Message, block: AnyBlock) -> bool:
     return isinstance(block, ToolResultBlock) and message.role == "user"
 
 
-def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> list[Violation]:
-    out: list[Violation] = []
+def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> Sequence[Violation]:
     call_id = block.call_id
+    if (
+        call_id
+        and (caps.max_call_id_length is None or len(call_id) <= caps.max_call_id_length)
+        and caps.call_id_pattern is None
+        and block.argument_state == "complete"
+        and (block.tool_type != "function" or block.arguments_are_an_object)
+    ):
+        return ()
+    out: list[Violation] = []
     if not call_id:
         out.append(violation(INVALID_CALL_ID, "tool call has an empty call id", message, block))
     elif caps.max_call_id_length is not None and len(call_id) > caps.max_call_id_length:
