@@ -3,7 +3,12 @@
 Run: .venv/bin/python -m bench.graph_roundtrip
 Prints best-of-N times and the ratio to an orjson loads + dumps of the same bytes
 (target: <= 4x). Digests are lazy, so a second line shows the cost with the sequence
-digest computed too (what the proxy's manifest asks for).
+digest computed too (what the proxy's manifest asks for), then each step alone.
+
+Times are CPU time of this process (time.process_time), so other processes on a shared
+machine slow a run less than they would wall time. Each round times every row once, in
+turn (interleaved); a row's figure is its best round, and the spread line gives the
+median over best of each row, the noise to read the ratios against.
 """
 
 from __future__ import annotations
@@ -84,14 +89,22 @@ def tool_heavy_request(messages: int = 200, target_bytes: int = 150_000) -> dict
     return request
 
 
-def best_of(fn: Callable[[], object], rounds: int = 7, loops: int = 50) -> float:
-    times = []
+def timed(fn: Callable[[], object], loops: int) -> float:
+    start = time.process_time()
+    for _ in range(loops):
+        fn()
+    return (time.process_time() - start) / loops
+
+
+def interleaved(
+    rows: dict[str, Callable[[], object]], rounds: int = 9, loops: int = 40
+) -> dict[str, list[float]]:
+    """Every row timed once per round, rows in turn: slow spells hit all rows alike."""
+    times: dict[str, list[float]] = {name: [] for name in rows}
     for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(loops):
-            fn()
-        times.append((time.perf_counter() - start) / loops)
-    return min(times)
+        for name, fn in rows.items():
+            times[name].append(timed(fn, loops))
+    return times
 
 
 def main() -> None:
@@ -113,19 +126,39 @@ def main() -> None:
         return orjson.dumps(ADAPTER.render_request(seq))
 
     assert orjson.loads(turngate()) == request
-    base = best_of(baseline)
-    ours = best_of(turngate)
-    digested = best_of(turngate_with_digest)
-    spread = statistics.pstdev([best_of(baseline, 1) for _ in range(5)])
-    rows = [
-        ("orjson loads+dumps", base, ""),
-        ("parse+validate+render", ours, f"ratio {ours / base:4.2f}x (target <= 4x)"),
-        ("  ... + sequence digest", digested, f"ratio {digested / base:4.2f}x"),
-    ]
+    seq = ADAPTER.parse_request(request)
+    times = interleaved(
+        {
+            "orjson loads+dumps": baseline,
+            "parse+validate+render": turngate,
+            "  ... + sequence digest": turngate_with_digest,
+            "  parse": lambda: ADAPTER.parse_request(request),
+            "  validate": lambda: validate(seq, CAPABILITIES),
+            "  render": lambda: ADAPTER.render_request(seq),
+            "  sequence digest": lambda: ADAPTER.parse_request(request).sequence_digest,
+        }
+    )
+    best = {name: min(values) for name, values in times.items()}
+    # The digest row re-parses; show what the digest itself adds.
+    best["  sequence digest"] -= best["  parse"]
+    base = best["orjson loads+dumps"]
     print(f"request: {len(request['messages'])} messages, {len(raw) / 1000:.0f} KB")
-    for name, seconds, note in rows:
+    for name, seconds in best.items():
+        note = ""
+        if name in ("parse+validate+render", "  ... + sequence digest"):
+            note = f"ratio {seconds / base:4.2f}x"
+        if name == "parse+validate+render":
+            note += " (target <= 4x)"
         print(f"{name:<28}{seconds * 1e6:8.0f} us   {note}")
-    print(f"baseline spread (stdev of 5 single runs): {spread * 1e6:.0f} us")
+    noise = {
+        name: statistics.median(values) / min(values) - 1
+        for name, values in times.items()
+        if not name.startswith("  ")
+    }
+    print(
+        "noise (median over best, CPU time): "
+        + ", ".join(f"{name} +{share:.0%}" for name, share in noise.items())
+    )
 
 
 if __name__ == "__main__":
