@@ -90,13 +90,22 @@ class ContextLengthExceeded(LocalError):
     rule = "context_length_exceeded"
 
     def __init__(
-        self, message: str, *, input_tokens: int, output_tokens: int, limit: int, estimated: bool
+        self,
+        message: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        limit: int,
+        estimated: bool,
+        param: str | None = None,
     ):
         super().__init__(message)
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.limit = limit
         self.estimated = estimated
+        # The request field the API's own error names (OpenAI's ``param``), if any.
+        self.param = param
 
 
 class StateConflict(LocalError):

@@ -194,6 +194,7 @@ async def test_one_token_over_the_window_is_refused_before_any_send_one_under_is
     assert "context_length_exceeded" in str(error)
     if isinstance(error, openai.BadRequestError):
         assert error.code == "context_length_exceeded"
+        assert error.param == ("messages" if api == "openai_chat" else "input")
     COUNTS[f"admission through the proxy: boundary refused with 0 sends, {api}"] += 1
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from turngate.adapters.base import ErrorResponse
-from turngate.errors import SequenceRejected, TurngateError
+from turngate.errors import ContextLengthExceeded, SequenceRejected, TurngateError
 
 _TYPES = {
     400: "invalid_request_error",
@@ -21,6 +21,8 @@ def render_openai_error(error: TurngateError) -> ErrorResponse:
     param = None
     if isinstance(error, SequenceRejected):
         param = error.violations[0].location
+    elif isinstance(error, ContextLengthExceeded):
+        param = error.param
     body = {
         "error": {
             "message": error.message,

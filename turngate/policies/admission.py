@@ -146,7 +146,8 @@ def refusal_for(
         text = form.input_message.format(
             input=used, output=output, total=used + output, limit=entry.max_input_tokens
         )
-        return _error(text, used, 0, entry.max_input_tokens, estimated)
+        limit = entry.max_input_tokens
+        return _error(text, form, used=used, output=0, limit=limit, estimated=estimated)
     if entry.context_window is not None and used + output > entry.context_window:
         window = entry.context_window
         template = form.window_message if output else form.input_message
@@ -155,11 +156,13 @@ def refusal_for(
             # Gemini states only an input limit: what is left of the window after the output.
             limit = max(window - output, 0)
         text = template.format(input=used, output=output, total=used + output, limit=limit)
-        return _error(text, used, output, window, estimated)
+        return _error(text, form, used=used, output=output, limit=window, estimated=estimated)
     return None
 
 
-def _error(text: str, used: int, output: int, limit: int, estimated: bool) -> ContextLengthExceeded:
+def _error(
+    text: str, form: ContextErrorForm, *, used: int, output: int, limit: int, estimated: bool
+) -> ContextLengthExceeded:
     how = "estimated" if estimated else "counted"
     return ContextLengthExceeded(
         f"{text} (turngate: {how} before sending, nothing was sent; rule context_length_exceeded)",
@@ -167,4 +170,5 @@ def _error(text: str, used: int, output: int, limit: int, estimated: bool) -> Co
         output_tokens=output,
         limit=limit,
         estimated=estimated,
+        param=form.param,
     )
