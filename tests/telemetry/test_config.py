@@ -174,3 +174,14 @@ def test_exporter_packages_are_imported_only_when_configured(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == loaded
+
+
+def test_a_missing_exporter_package_stops_the_start_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter", None)
+    config = config_from_env(
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_TRACES_EXPORTER": "otlp"}
+    )
+    with pytest.raises(TelemetryConfigError, match="opentelemetry-exporter-otlp-proto-grpc"):
+        setup_telemetry(config)

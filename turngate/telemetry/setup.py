@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, assert_never
 
@@ -168,7 +168,8 @@ def setup_telemetry(
 def _tracer_provider(
     config: TelemetryConfig, resource: Resource, injected: Sequence[SpanProcessor]
 ) -> trace.TracerProvider:
-    exporters = [_span_exporter(name, config.traces_otlp) for name in config.traces]
+    with _exporter_package(config.traces_otlp):
+        exporters = [_span_exporter(name, config.traces_otlp) for name in config.traces]
     if not exporters and not injected:
         return trace.NoOpTracerProvider()
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
@@ -207,6 +208,25 @@ def _span_exporter(name: Exporter, target: OtlpTarget | None) -> SpanExporter:
             assert_never(target.protocol)
 
 
+PACKAGES: dict[str, str] = {
+    "http/protobuf": "opentelemetry-exporter-otlp-proto-http",
+    "grpc": "opentelemetry-exporter-otlp-proto-grpc",
+}
+
+
+@contextmanager
+def _exporter_package(target: OtlpTarget | None) -> Iterator[None]:
+    """An exporter package that is not installed stops the start, naming the package."""
+    try:
+        yield
+    except ImportError as exc:
+        package = PACKAGES[target.protocol] if target is not None else "an exporter package"
+        raise TelemetryConfigError(
+            f"OTLP over {target.protocol if target else '?'} needs {package} ({exc.name} is "
+            "missing); install it or set OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER"
+        ) from exc
+
+
 def _required(target: OtlpTarget | None, signal: str) -> OtlpTarget:
     if target is None:
         raise TelemetryConfigError(f"the otlp {signal} exporter needs an OtlpTarget")
@@ -216,7 +236,8 @@ def _required(target: OtlpTarget | None, signal: str) -> OtlpTarget:
 def _metric_readers(config: TelemetryConfig) -> list[MetricReader]:
     readers: list[MetricReader] = []
     for name in config.metrics:
-        exporter = _metric_exporter(name, config.metrics_otlp)
+        with _exporter_package(config.metrics_otlp):
+            exporter = _metric_exporter(name, config.metrics_otlp)
         # The interval comes from OTEL_METRIC_EXPORT_INTERVAL (default 60 s).
         readers.append(PeriodicExportingMetricReader(exporter))
     return readers
