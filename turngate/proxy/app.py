@@ -14,6 +14,7 @@ app is created, so a bad one refuses to start (``PolicyConfigError``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -28,6 +29,7 @@ from turngate.policies.config import PolicyFile
 from turngate.policies.loading import load_serving_policy
 from turngate.policies.pins import AdapterRegistry
 from turngate.policies.report import report_json
+from turngate.policies.tokens import load_encodings
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
@@ -69,6 +71,8 @@ def create_app(
     app = web.Application(client_max_size=settings.max_body_bytes)
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
+        if any(policy.admission.enabled for policy in resolved.all_policies()):
+            await asyncio.to_thread(load_encodings)
         chosen = store if store is not None else open_store(settings.state)
         await chosen.open()
         recovered = await chosen.recover(now=clock())
