@@ -44,9 +44,16 @@ async def test_only_send_and_stream_are_written_without_waiting_for_the_disk(tmp
             await store.transition(record.operation_id, outcome, now=7.0)
             assert await level_of_last_write(store) == FULL
 
+        # Any other write is FULL too, whatever the write before it used.
+        sent = await store.claim(draft(None), now=7.4)
+        await store.transition(sent.operation_id, T.SEND, now=7.5)
+        await store.append_log("shadow", {"n": 1}, now=7.6, keep=10)
+        assert await level_of_last_write(store) == FULL
+
         lost = await store.claim(draft(None), now=8.0)
         await store.transition(lost.operation_id, T.SEND, now=9.0)
-        assert [r.operation_id for r in await store.recover(now=10.0)] == [lost.operation_id]
+        recovered = {r.operation_id for r in await store.recover(now=10.0)}
+        assert recovered == {sent.operation_id, lost.operation_id}
         assert await level_of_last_write(store) == FULL
     finally:
         await store.close()

@@ -7,8 +7,8 @@ claim CAS also holds against other processes using the same file (they wait up t
 busy timeout for the lock).
 
 Journal: WAL, so readers never block the writer and a killed process loses nothing it
-committed. Durability is chosen per write (``_DURABILITY``). The claim, and every
-transition that settles or loses an operation, is fsynced before it returns
+committed. Durability is chosen per write (``_NO_FSYNC``). The claim, every transition
+that settles or loses an operation, and every other write, is fsynced before it returns
 (``synchronous=FULL``): an undone claim is an attempt whose bytes may have left while the
 file says it never existed, so the next start would send the same attempt again instead
 of finding it UNKNOWN; an undone commit would refuse the client's next request, whose
@@ -378,6 +378,7 @@ def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:
 
 
 def _append_log(db: sqlite3.Connection, kind: str, entry: str, now: float, keep: int) -> None:
+    _synchronous(db, "FULL")
     with _transaction(db, "IMMEDIATE"):
         db.execute("INSERT INTO logs (kind, at, entry) VALUES (?, ?, ?)", (kind, now, entry))
         # The newest row has the highest id (it is never dropped, so ids only grow).
