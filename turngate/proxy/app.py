@@ -93,6 +93,7 @@ def create_app(
         try:
             yield
         finally:
+            await app[SERVICES].drain()
             await session.close()
             await chosen.close()
 

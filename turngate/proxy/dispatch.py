@@ -114,7 +114,6 @@ async def dispatch(
         # A bug before anything was sent: the API's own 500, so the SDK raises as usual.
         log.exception("internal error preparing %s %s", request.method, request.path)
         return error_response(api, InternalError("turngate: internal error; nothing was sent"))
-    await keep_after_claim(services, prepared)
     attempt = Attempt(
         request=request,
         route=route,
@@ -125,7 +124,11 @@ async def dispatch(
         enforced=prepared.enforced,
     )
     attempt.headers.update(prepared.headers)
-    return await attempt.run(prepared.outbound)
+    try:
+        return await attempt.run(prepared.outbound)
+    finally:
+        # After the answer: a shadow record is not worth an fsync of the client's latency.
+        services.in_background(keep_after_claim(services, prepared))
 
 
 async def prepare(

@@ -8,9 +8,11 @@ schema. The attempt and the stream relay read the route policy there, e.g.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -42,6 +44,8 @@ class Services:
     tokens: TokenCache = field(default_factory=TokenCache)
     # Set on the view of one request (``for_route``); app-wide it is None.
     route_policy: Policy | None = None
+    # Store writes no answer waits for (shadow records); drained before the store closes.
+    pending: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def policy(self) -> Policy:
@@ -54,6 +58,15 @@ class Services:
 
     def policy_for(self, api: ApiName, model: str | None) -> Policy:
         return self.policies.policy_for(api, model)
+
+    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def drain(self) -> None:
+        while self.pending:
+            await asyncio.gather(*self.pending, return_exceptions=True)
 
     def for_route(self, policy: Policy) -> Services:
         schemas = self.schemas if policy.tool_arguments == "schema" else _PARSE_ONLY
