@@ -214,8 +214,7 @@ class PolicyFile(_Section):
         default=1000,
         ge=1,
         le=100_000,
-        description="shadow records kept in the state store for the report; the oldest are "
-        "dropped",
+        description="shadow records kept in the state store for the report; the oldest are dropped",
     )
 
     def policy_for(self, api: ApiName, model: str | None) -> Policy:
