@@ -448,6 +448,10 @@ class StreamRelay:
     end); at the upstream's end it writes what ``finish`` returns and ends cleanly only if
     the outcome is an ``AssistantTurn``.
 
+    The API's terminator (``[DONE]``, ``message_stop``, ``response.completed``) is held back
+    from ``feed`` and written by ``finish`` with a canonical turn, so the proxy can record
+    the commit before the client sees the end; ``fail`` drops it when that record fails.
+
     Each attempt generation reads through its own decoders; bytes of a generation that is no
     longer active are decoded and quarantined, never relayed.
     """
@@ -479,6 +483,13 @@ class StreamRelay:
         )
         self.encoder = encoder_class(marks)
         self.quarantine: list[Quarantine] = []
+        # Blocks committed so far (each one relayed whole when it was).
+        self.commits = 0
+        # The highest provider sequence number processed (Responses ``sequence_number``):
+        # where a resumed connection starts (``starting_after``). None: the API numbers nothing.
+        self.cursor: int | None = None
+        self._numbered = False
+        self._held = b""
         self._failure_written = False
 
     @property
@@ -489,6 +500,16 @@ class StreamRelay:
     def relayed(self) -> bool:
         """Whether any content reached the client (a retry is only allowed before that)."""
         return self.assembler.relayed
+
+    @property
+    def complete(self) -> bool:
+        """The terminator arrived and every block is committed: ``finish`` gives the turn."""
+        return self.assembler.state is AssemblerState.COMPLETE
+
+    @property
+    def handle(self) -> str | None:
+        """The provider's response handle, once the response started."""
+        return self.assembler.handle
 
     def feed(self, data: bytes, *, generation: int | None = None) -> bytes:
         lane = self._lane(self.generation if generation is None else generation)
@@ -502,10 +523,31 @@ class StreamRelay:
         lane = self._lane(self.generation)
         out = self._frames(lane, lane[0].close(), None)
         outcome = self.assembler.finish()
-        if isinstance(outcome, StreamFailed) and not self._failure_written:
-            self._failure_written = True
-            out += self.encoder.encode_failure(outcome)
+        if isinstance(outcome, StreamFailed):
+            if not self._failure_written:
+                self._failure_written = True
+                out += self.encoder.encode_failure(outcome)
+        else:
+            out += self._held
+        self._held = b""
         return out, outcome
+
+    def fail(self, error: TurngateError) -> bytes:
+        """Fail the active generation from outside (the state store refused the attempt): the
+        bytes to write before aborting. A turn already complete loses its held terminator;
+        its blocks are retracted."""
+        if self._failure_written:
+            return b""
+        if not self.complete:
+            return self._write(self.assembler.fail(error))
+        self._held = b""
+        self._failure_written = True
+        failed = StreamFailed(error.message, rule=error.rule)
+        failed.__cause__ = error
+        failed.retracted = tuple(
+            Retract(b.id, b.order, error.rule) for b in self.assembler.committed
+        )
+        return self.encoder.encode_failure(failed)
 
     def resume(self) -> None:
         """The upstream connection dropped and the same generation is resumed from its handle
@@ -521,6 +563,9 @@ class StreamRelay:
         lane = self._lane(generation)
         self.assembler.builder = lane[1].build_block
         self._failure_written = False
+        self._held = b""
+        self.cursor = None
+        self._numbered = False
         return self._write(self.assembler.activate(generation))
 
     def _lane(self, generation: int) -> tuple[SSEDecoder, StreamDecoder]:
@@ -542,9 +587,19 @@ class StreamRelay:
             except TurngateError as exc:
                 out += self._write(self._fail(exc, generation))
                 break
+            active = generation is None or generation == self.generation
             for event in events:
                 out += self._write(feed(event, generation=generation))
+                if active and event.seq is not None:
+                    self._count(event, event.seq)
         return bytes(out)
+
+    def _count(self, event: StreamEvent, seq: int) -> None:
+        if isinstance(event, ResponseStart):
+            # Only an API that numbers its first event numbers them all (Responses).
+            self._numbered = True
+        if self._numbered and (self.cursor is None or seq > self.cursor):
+            self.cursor = seq
 
     def _fail(self, error: TurngateError, generation: int | None) -> list[Output]:
         if generation is not None and generation != self.generation:
@@ -560,5 +615,10 @@ class StreamRelay:
                 self.quarantine.append(output)
             elif isinstance(output, Failed):
                 self._failure_written = True
+            elif isinstance(output, Commit):
+                self.commits += 1
+            elif isinstance(output, Complete):
+                self._held += self.encoder.encode(output)
+                continue
             out += self.encoder.encode(output)
         return bytes(out)

@@ -1,6 +1,6 @@
 """One claimed dispatch attempt: send the bytes, then commit, fail or lose the operation.
 
-    DISPATCHING --send--> SENT --stream--> STREAMING --commit--> COMMITTED
+    DISPATCHING --send--> SENT --stream--> STREAMING --bind--> STREAMING --commit--> COMMITTED
          |                 |--commit--> COMMITTED      (non-streaming, tool calls valid)
          |                 |--fail----> FAILED          (upstream error status, invalid turn)
          |--fail--> FAILED (never connected)     any in-flight state --lose--> UNKNOWN
@@ -9,12 +9,22 @@ SEND is recorded as soon as aiohttp has handed the whole body to the socket, not
 the answer starts, so a slow upstream shows SENT while it thinks. A transport failure
 before that is FAILED when the connection was never made, UNKNOWN otherwise. The store
 is written in order: each transition waits for the one before it.
+
+A streamed answer goes through ``StreamSession`` (stream.py): COMMITTED only once the
+relay holds a canonical turn, and the client sees the end only after that. A stream the
+upstream closed before its first byte is retried once, as the next attempt of the same
+conversation revision from the same bytes (``next_attempt``). A non-streamed answer is
+decoded once, parsed whole, and its tool calls pass the same check the stream assembler
+applies before it commits a call (turn_check.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import uuid
+from typing import Any
 
 import aiohttp
 import orjson
@@ -22,27 +32,42 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from turngate.adapters.base import Adapter
-from turngate.errors import TurngateError, UpstreamProtocolError
+from turngate.errors import (
+    IllegalTransition,
+    StateConflict,
+    StoreUnavailable,
+    TurngateError,
+    UpstreamProtocolError,
+)
 from turngate.graph.model import MessageSequence
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.errors import error_response
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
-from turngate.proxy.tool_calls import check_tool_calls
+from turngate.proxy.stream import StreamEnd, StreamSession, plan
+from turngate.proxy.turn_check import call_schemas, check_turn
 from turngate.proxy.upstream import (
     WatchedBody,
-    abort,
     inbound_headers,
     outbound_headers,
     unavailable,
 )
-from turngate.state.machine import Transition
+from turngate.state.machine import DispatchState, Transition
 from turngate.state.store import OperationRecord
 
 log = logging.getLogger("turngate.proxy")
 
 _TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 _OUTCOMES = frozenset({Transition.COMMIT, Transition.FAIL, Transition.LOSE})
+QUARANTINE_LOG = "quarantine"
+QUARANTINE_KEEP = 1000
+
+
+class Retry:
+    """An attempt's answer when the next attempt must take over (see ``next_attempt``)."""
+
+
+RETRY = Retry()
 
 
 class Outbound:
@@ -66,6 +91,7 @@ class Attempt:
         seq: MessageSequence,
         record: OperationRecord,
         enforced: bool,
+        stream: StreamSession | None = None,
     ) -> None:
         self.request = request
         self.route = route
@@ -74,6 +100,8 @@ class Attempt:
         self.seq = seq
         self.manifest = record.manifest
         self.enforced = enforced
+        # The client's side of a streamed request, shared by the attempts that serve it.
+        self.stream = stream
         self._sent: asyncio.Task[None] | None = None
         # False once a terminal outcome (commit, fail, lose) has been recorded.
         self.open = True
@@ -84,6 +112,23 @@ class Attempt:
         }
 
     async def run(self, outbound: Outbound) -> web.StreamResponse:
+        if self.manifest.stream and self.stream is None:
+            try:
+                self.stream = self.open_stream()
+            except TurngateError as exc:
+                await self.move(Transition.FAIL, detail=exc.rule)
+                return self.error(exc)
+        attempt = self
+        while True:
+            answer = await attempt.run_once(outbound)
+            if not isinstance(answer, Retry):
+                return answer
+            following = await attempt.next_attempt()
+            if not isinstance(following, Attempt):
+                return following
+            attempt = following
+
+    async def run_once(self, outbound: Outbound) -> web.StreamResponse | Retry:
         try:
             return await self._run(outbound)
         except asyncio.CancelledError:
@@ -93,7 +138,7 @@ class Attempt:
             await self._settle("internal_error")
             raise
 
-    async def _run(self, outbound: Outbound) -> web.StreamResponse:
+    async def _run(self, outbound: Outbound) -> web.StreamResponse | Retry:
         try:
             upstream = await self.send(outbound)
         except _TRANSPORT_ERRORS as exc:
@@ -102,9 +147,70 @@ class Attempt:
             await self.mark_sent()
             if not 200 <= upstream.status < 300:
                 return await self.relay_error(upstream)
-            if self.manifest.stream:
-                return await self.relay_stream(upstream)
+            if self.stream is not None:
+                return await self.relay_stream(self.stream, upstream)
             return await self.commit_body(upstream)
+
+    def open_stream(self) -> StreamSession:
+        buffer = self.services.policy.stream_text == "buffer"
+        stream_plan = plan(self.request.headers, self.seq, enforced=self.enforced, buffer=buffer)
+        return StreamSession(
+            self.request,
+            api=self.adapter.api,
+            plan=stream_plan,
+            tools=self.call_schemas(),
+            capabilities=self.adapter.capabilities,
+            http=self.services.session,
+            upstream_base=self.route.prefix.upstream,
+        )
+
+    def call_schemas(self) -> dict[str, Any] | None:
+        # A shadowed request is only observed: its calls are checked for completeness, not
+        # against schemas, as its non-streamed answers are not checked at all.
+        return call_schemas(self.seq, self.services.schemas) if self.enforced else None
+
+    async def next_attempt(self) -> Attempt | web.StreamResponse:
+        """Claim the next attempt of the same revision, to send the same bytes again.
+
+        This attempt is FAILED already: its upstream closed before sending a byte.
+        """
+        assert self.stream is not None
+        now = self.services.clock()
+        draft = dataclasses.replace(
+            self.manifest,
+            operation_id="op_" + uuid.uuid4().hex,
+            attempt=0,
+            idempotency_key="",
+            created_at=now,
+        )
+        try:
+            record = await self.services.store.claim(draft, now=now)
+        except TurngateError as exc:
+            log.warning("no retry for %s: %s", self.manifest.operation_id, exc.rule)
+            return self.error(exc)
+        except Exception as exc:
+            log.error("no retry for %s: the store failed (%s)", draft.operation_id, exc)
+            return self.error(StoreUnavailable("turngate: the state store is unavailable"))
+        log.warning(
+            "retrying %s as %s (attempt %d): the upstream closed before its first byte",
+            self.manifest.operation_id,
+            record.operation_id,
+            record.manifest.attempt,
+        )
+        following = Attempt(
+            request=self.request,
+            route=self.route,
+            services=self.services,
+            adapter=self.adapter,
+            seq=self.seq,
+            record=record,
+            enforced=self.enforced,
+            stream=self.stream,
+        )
+        # A conversation-less request is its own slot: its retry is attempt 1 of a new one.
+        generation = max(record.manifest.attempt, self.stream.relay.generation + 1)
+        await self.stream.restart(generation)
+        return following
 
     async def _settle(self, detail: str) -> None:
         """After a cancellation or a bug: the outcome is unknown unless already recorded."""
@@ -187,31 +293,67 @@ class Attempt:
             raise UpstreamProtocolError("turngate: the upstream answer is not a JSON object")
         turn = self.adapter.parse_response(body)
         if self.enforced:
-            check_tool_calls(turn, self.seq, self.services.schemas)
+            check_turn(turn, self.call_schemas(), self.adapter.capabilities)
         return turn
 
-    async def relay_stream(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-        """Stream relay; the commit boundary per block is the streams issue."""
+    async def relay_stream(
+        self, stream: StreamSession, upstream: aiohttp.ClientResponse
+    ) -> web.StreamResponse | Retry:
         await self.move(Transition.STREAM)
-        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-        response.headers.extend(self._headers(upstream))
-        await response.prepare(self.request)
+        end = await stream.relay_attempt(self, upstream)
+        if end is StreamEnd.RETRY:
+            return RETRY
+        assert stream.response is not None, f"a stream that ended {end} wrote nothing"
+        return stream.response
+
+    # -- what the stream asks of its attempt ---------------------------------------------
+
+    async def bind(self, handle: str) -> bool:
+        """Bind the response handle; False when the store says this attempt is not live."""
         try:
-            async for chunk in upstream.content.iter_any():
-                try:
-                    await response.write(chunk)
-                except ConnectionResetError:
-                    await self.move(Transition.LOSE, detail="client disconnected")
-                    return response
-        except _TRANSPORT_ERRORS as exc:
-            await self.move(Transition.LOSE, detail=unavailable(exc).rule)
-            # Never end a broken stream cleanly: the client's SDK must see it break.
-            abort(self.request)
-            return response
-        # Recorded before the client sees the end, so the end always means committed.
-        await self.move(Transition.COMMIT)
-        await response.write_eof()
-        return response
+            await self._transition(Transition.BIND, handle=handle)
+        except (IllegalTransition, StateConflict) as exc:
+            log.warning("handle of %s not bound: %s", self.manifest.operation_id, exc)
+            return False
+        except Exception as exc:
+            # The commit at the end decides; a store that is down then fails it.
+            log.error("handle of %s not bound: %s", self.manifest.operation_id, type(exc))
+        return True
+
+    async def commit(self, turn: AssistantTurn) -> bool:
+        """Record COMMIT; False when the store refused or failed (the client then sees the
+        stream fail, never its end)."""
+        self.open = False
+        try:
+            await self._transition(Transition.COMMIT, handle=turn.handle)
+        except Exception as exc:
+            log.error("commit of %s not recorded: %s", self.manifest.operation_id, exc)
+            return False
+        return True
+
+    async def still_live(self) -> bool:
+        """Whether the store still holds this attempt as the streaming one (fail closed)."""
+        try:
+            record = await self.services.store.get(self.manifest.operation_id)
+        except Exception as exc:
+            log.error("state of %s unreadable: %s", self.manifest.operation_id, type(exc))
+            return False
+        return record is not None and record.state is DispatchState.STREAMING
+
+    async def quarantine(self, entry: dict[str, Any]) -> None:
+        """Keep what a superseded attempt still streamed in the store's quarantine log."""
+        logged = {
+            "operationId": self.manifest.operation_id,
+            "attempt": self.manifest.attempt,
+            "api": self.manifest.api,
+            **entry,
+        }
+        try:
+            await self.services.store.append_log(
+                QUARANTINE_LOG, logged, now=self.services.clock(), keep=QUARANTINE_KEEP
+            )
+        except Exception as exc:
+            log.error("quarantine entry for %s not kept: %s", self.manifest.operation_id, exc)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -238,13 +380,7 @@ class Attempt:
         if transition in _OUTCOMES:
             self.open = False
         try:
-            await self.services.store.transition(
-                self.manifest.operation_id,
-                transition,
-                now=self.services.clock(),
-                handle=handle,
-                detail=detail,
-            )
+            await self._transition(transition, handle=handle, detail=detail)
         except Exception as exc:
             log.error(
                 "state %s for %s not recorded: %s",
@@ -252,3 +388,14 @@ class Attempt:
                 self.manifest.operation_id,
                 type(exc).__name__,
             )
+
+    async def _transition(
+        self, transition: Transition, *, handle: str | None = None, detail: str | None = None
+    ) -> None:
+        await self.services.store.transition(
+            self.manifest.operation_id,
+            transition,
+            now=self.services.clock(),
+            handle=handle,
+            detail=detail,
+        )

@@ -74,7 +74,7 @@ def _compile(tool: ToolDef) -> Validator | None:
         return None
     try:
         compiled: Validator = fastjsonschema.compile(
-            _json_schema(tool.parameters),
+            json_schema(tool.parameters),
             handlers=_NoRemoteRefs(),
             use_default=False,
             use_formats=False,
@@ -85,15 +85,16 @@ def _compile(tool: ToolDef) -> Validator | None:
     return compiled
 
 
-def _json_schema(schema: Any) -> Any:
+def json_schema(schema: Any) -> Any:
+    """A tool's parameters as JSON Schema: Gemini's OpenAPI type names lowered."""
     if isinstance(schema, dict):
-        out = {k: _json_schema(v) for k, v in schema.items()}
+        out = {k: json_schema(v) for k, v in schema.items()}
         kind = out.get("type")
         if isinstance(kind, str) and kind in _OPENAPI_TYPES:
             out["type"] = kind.lower()
         return out
     if isinstance(schema, list):
-        return [_json_schema(v) for v in schema]
+        return [json_schema(v) for v in schema]
     return schema
 
 

@@ -30,6 +30,10 @@ class Transition(StrEnum):
     SEND = "send"
     # Response headers arrived and the body is a stream.
     STREAM = "stream"
+    # The provider's response handle was seen mid-stream and is bound to the manifest; the
+    # state stays. A taken-over attempt (no longer STREAMING) is refused here, so it learns
+    # early that its stream can never commit.
+    BIND = "bind"
     # A complete, validated turn arrived and is now canonical.
     COMMIT = "commit"
     # The upstream answered with an error, or the turn failed validation, before any commit.
@@ -57,6 +61,7 @@ TRANSITIONS: dict[tuple[DispatchState, Transition], DispatchState] = {
     (S.SENT, T.COMMIT): S.COMMITTED,
     (S.SENT, T.FAIL): S.FAILED,
     (S.SENT, T.LOSE): S.UNKNOWN,
+    (S.STREAMING, T.BIND): S.STREAMING,
     (S.STREAMING, T.COMMIT): S.COMMITTED,
     (S.STREAMING, T.FAIL): S.FAILED,
     (S.STREAMING, T.LOSE): S.UNKNOWN,

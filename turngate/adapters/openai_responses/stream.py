@@ -158,7 +158,10 @@ class ResponsesStreamDecoder:
         kind = item.get("type")
         if kind == "message":
             return Native("response.output_item.added", seq=seq, raw=raw)
-        index = self._items.setdefault(output_index, self._new())
+        index = self._items.get(output_index)
+        if index is None:
+            # Not setdefault: a replayed event (a resumed stream) must not use up an index.
+            index = self._items[output_index] = self._new()
         native_type = str(kind)
         common: dict[str, Any] = {
             "native_type": native_type,
@@ -221,7 +224,9 @@ class ResponsesStreamDecoder:
                 f"content part of output item {output_index}, which never started",
                 rule="stream_protocol",
             )
-        index = self._parts.setdefault((output_index, content_index), self._new())
+        index = self._parts.get((output_index, content_index))
+        if index is None:
+            index = self._parts[(output_index, content_index)] = self._new()
         self._part_blocks.add(index)
         kind = part.get("type") if isinstance(part, dict) else None
         common: dict[str, Any] = {"native_type": str(kind), "seq": seq, "raw": raw}

@@ -1,0 +1,405 @@
+"""The stream commit boundary in the proxy: upstream bytes through ``StreamRelay`` to the client.
+
+    upstream chunk --relay.feed--> client bytes: text previews at once, tool calls whole, marks
+    handle seen    --BIND-------> the handle bound to the manifest (refused: superseded)
+    block commit   --still live?-> relayed | superseded: the API's error event, abort
+    terminator     --COMMIT CAS--> the held terminator written, the body ended cleanly
+    failure        -------------> the API's error event, transport.abort(); FAILED or UNKNOWN
+    upstream drop  -------------> resume by handle (Responses background) | retry once (no
+                                  byte came) | failure
+
+The client's response headers go out with the first bytes there are to write, so a retry
+before that answers with the new attempt's ``Turngate-*`` headers. After a failure the
+chunked body is never terminated: every SDK sees a broken stream, never a normal end. The
+rules (which failure is FAILED, which UNKNOWN, when a retry is safe) are in docs/streams.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from turngate.adapters.sse import MARK_STYLES, MarkStyle, StreamRelay
+from turngate.errors import BadRequestBody, StateConflict
+from turngate.graph.assembler import MISSING_STOP, STREAM_TRUNCATED
+from turngate.graph.capabilities import Capabilities
+from turngate.graph.model import ApiName, MessageSequence
+from turngate.graph.schema_check import ToolSchemas
+from turngate.graph.turn import AssistantTurn
+from turngate.proxy.upstream import abort, inbound_headers, outbound_headers
+from turngate.state.machine import Transition
+
+log = logging.getLogger("turngate.proxy")
+
+MARKS_HEADER = "Turngate-Stream-Marks"
+TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+# Failures that say the stream stopped, not that the turn is wrong: the outcome is unknown.
+_CUT_SHORT = frozenset({STREAM_TRUNCATED, MISSING_STOP, "sse_truncated"})
+MAX_RESUMES = 3
+_HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
+RETRIED = "retried: the upstream closed the stream before its first byte"
+NO_BYTE = "the upstream closed the stream before its first byte"
+
+
+class AttemptSuperseded(StateConflict):
+    """The store no longer holds this attempt as the live one (taken over, settled)."""
+
+    rule = "attempt_superseded"
+
+
+class ClientGone(Exception):
+    """The client closed its connection while turngate was writing to it."""
+
+
+def stream_marks(headers: CIMultiDictProxy[str], api: ApiName) -> MarkStyle | None:
+    """The marks a client asked for (``Turngate-Stream-Marks``); None: the API's default."""
+    value = headers.get(MARKS_HEADER)
+    if value is None or value.strip() == "":
+        return None
+    chosen = value.strip().lower()
+    for style in MARK_STYLES:
+        if style == chosen:
+            return style
+    raise BadRequestBody(
+        f"turngate: {MARKS_HEADER} must be one of {', '.join(MARK_STYLES)}, not {value!r}",
+        rule="invalid_stream_marks",
+    )
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """How one streamed request is relayed, and which recoveries are safe for it."""
+
+    marks: MarkStyle | None
+    # Shadow mode: the client gets the upstream's bytes unchanged; the relay only decides
+    # the operation's outcome.
+    observe_only: bool
+    # The route policy's ``stream_text: buffer``: nothing reaches the client before the
+    # block it belongs to is committed (no previews).
+    buffer: bool
+    # A retry from the manifest bytes cannot run anything twice (see ``plan``).
+    retry_safe: bool
+    # An OpenAI Responses background stream: resumable from its handle.
+    resumable: bool
+
+
+def plan(
+    headers: CIMultiDictProxy[str], seq: MessageSequence, *, enforced: bool, buffer: bool
+) -> StreamPlan:
+    """A retry is safe only when nothing the provider might do before its first byte can
+    matter twice: no provider-run (hosted) tools, no background response (it keeps running
+    after a drop), no provider-side conversation it would be appended to."""
+    envelope = seq.envelope
+    background = envelope.get("background") is True
+    hosted = any(tool.tool_type == "hosted" for tool in seq.tools)
+    return StreamPlan(
+        marks=stream_marks(headers, seq.api),
+        observe_only=not enforced,
+        buffer=buffer and enforced,
+        retry_safe=enforced and not hosted and not background and "conversation" not in envelope,
+        resumable=enforced and background and seq.api == "openai_responses",
+    )
+
+
+class StreamOwner(Protocol):
+    """The attempt a stream belongs to: its headers and its state transitions."""
+
+    headers: dict[str, str]
+    # False once an outcome (commit, fail, lose) has been recorded.
+    open: bool
+
+    async def move(
+        self, transition: Transition, *, handle: str | None = None, detail: str | None = None
+    ) -> None: ...
+
+    async def bind(self, handle: str) -> bool: ...
+
+    async def commit(self, turn: AssistantTurn) -> bool: ...
+
+    async def still_live(self) -> bool: ...
+
+    async def quarantine(self, entry: dict[str, Any]) -> None: ...
+
+
+class Stop(StrEnum):
+    """Why one upstream connection stopped being read."""
+
+    COMPLETE = "complete"
+    FAILED = "failed"
+    EOF = "eof"
+    DROPPED = "dropped"
+    SUPERSEDED = "superseded"
+
+
+class StreamEnd(StrEnum):
+    """How a streamed attempt ended."""
+
+    COMMITTED = "committed"
+    FAILED = "failed"
+    LOST = "lost"
+    RETRY = "retry"
+    SUPERSEDED = "superseded"
+    CLIENT_GONE = "client_gone"
+
+
+class StreamSession:
+    """The client's side of one streamed request, across the attempts that serve it."""
+
+    def __init__(
+        self,
+        request: web.Request,
+        *,
+        api: ApiName,
+        plan: StreamPlan,
+        tools: ToolSchemas | None,
+        capabilities: Capabilities | None,
+        http: aiohttp.ClientSession,
+        upstream_base: URL,
+    ) -> None:
+        self.request = request
+        self.plan = plan
+        self.relay = StreamRelay(api, tools=tools, capabilities=capabilities, marks=plan.marks)
+        self.response: web.StreamResponse | None = None
+        self.retries = 0
+        self.resumes = 0
+        self.withheld_commits = 0
+        self._http = http
+        self._upstream_base = upstream_base
+        self._status = 200
+        self._reason: str | None = None
+        self._headers: CIMultiDict[str] = CIMultiDict()
+        self._bound: str | None = None
+        self._commits = 0
+        self._quarantined = 0
+        # Client bytes held under ``buffer`` until the next commit.
+        self._pending = b""
+
+    # --- one attempt ----------------------------------------------------------------------
+
+    async def relay_attempt(
+        self, owner: StreamOwner, upstream: aiohttp.ClientResponse
+    ) -> StreamEnd:
+        self._status, self._reason = upstream.status, upstream.reason
+        self._headers = inbound_headers(upstream.headers)
+        self._headers.update(owner.headers)
+        self._bound = None
+        try:
+            stop, received = await self._pump(owner, upstream)
+            while stop in (Stop.DROPPED, Stop.EOF) and self._may_resume():
+                resumed = await self._reconnect(owner)
+                if resumed is None:
+                    break
+                async with resumed:
+                    stop, more = await self._pump(owner, resumed)
+                received += more
+            end = await self._end(owner, stop, received)
+        except ClientGone:
+            abort(self.request)
+            if owner.open:
+                await owner.move(Transition.LOSE, detail="client disconnected")
+            return StreamEnd.CLIENT_GONE
+        late = len(self.relay.quarantine) - self._quarantined
+        if late:
+            # Events of an earlier generation of this request: never relayed, kept here.
+            self._quarantined += late
+            await owner.quarantine({"reason": "events of a superseded generation", "events": late})
+        return end
+
+    async def restart(self, generation: int) -> None:
+        """A retry takes over: events of the old generation are quarantined from now on."""
+        self.retries += 1
+        await self._write(self.relay.restart(generation))
+
+    async def _pump(self, owner: StreamOwner, upstream: aiohttp.ClientResponse) -> tuple[Stop, int]:
+        relay, mirror = self.relay, self.plan.observe_only
+        received = 0
+        try:
+            async for chunk in upstream.content.iter_any():
+                received += len(chunk)
+                out = relay.feed(chunk)
+                committed = relay.commits != self._commits
+                if committed:
+                    self._commits = relay.commits
+                    if not (mirror or relay.failed or await owner.still_live()):
+                        self.withheld_commits += 1
+                        return Stop.SUPERSEDED, received
+                if mirror:
+                    await self._write(chunk)
+                elif not self.plan.buffer:
+                    await self._write(out)
+                elif not relay.failed:
+                    self._pending += out
+                    if committed or relay.complete:
+                        await self._flush()
+                handle = relay.handle
+                if handle is not None and handle != self._bound:
+                    self._bound = handle
+                    if not await owner.bind(handle) and not mirror:
+                        return Stop.SUPERSEDED, received
+                if mirror:
+                    continue
+                if relay.failed:
+                    if self.plan.buffer:
+                        await self._write_failure_only()
+                    return Stop.FAILED, received
+                if relay.complete:
+                    return Stop.COMPLETE, received
+        except TRANSPORT_ERRORS as exc:
+            log.info("upstream stream broke (%s) after %d bytes", type(exc).__name__, received)
+            return Stop.DROPPED, received
+        return Stop.EOF, received
+
+    async def _end(self, owner: StreamOwner, stop: Stop, received: int) -> StreamEnd:
+        relay = self.relay
+        if stop is Stop.SUPERSEDED:
+            return await self._superseded(owner, "its state moved on while it streamed")
+        nothing = received == 0 and not relay.relayed and self.plan.retry_safe
+        if stop in (Stop.DROPPED, Stop.EOF) and nothing and self.retries == 0:
+            await owner.move(Transition.FAIL, detail=RETRIED)
+            return StreamEnd.RETRY
+        tail, outcome = relay.finish()
+        if isinstance(outcome, AssistantTurn):
+            if not await owner.commit(outcome):
+                return await self._superseded(owner, "its commit was refused by the state store")
+            if self.plan.observe_only and stop is Stop.DROPPED:
+                await self._abort()
+                return StreamEnd.COMMITTED
+            await self._flush()
+            await self._write(b"" if self.plan.observe_only else tail)
+            await self._end_body()
+            return StreamEnd.COMMITTED
+        if not self.plan.observe_only:
+            await self._write(tail)
+            await self._abort()
+        elif stop is Stop.DROPPED:
+            await self._abort()
+        else:
+            # Shadow: the client got the upstream's own stream, end and all.
+            await self._end_body()
+        cut = stop is Stop.DROPPED or outcome.rule in _CUT_SHORT
+        if cut and not nothing:
+            await owner.move(Transition.LOSE, detail=outcome.rule)
+            return StreamEnd.LOST
+        detail = NO_BYTE if nothing else outcome.rule
+        await owner.move(Transition.FAIL, detail=detail)
+        return StreamEnd.FAILED
+
+    async def _superseded(self, owner: StreamOwner, why: str) -> StreamEnd:
+        """The store no longer holds this attempt as live: what it still streams is late. The
+        block it just completed (or its terminator) is not relayed but logged in quarantine;
+        the client gets the retractions and the API's error event."""
+        log.warning("stream attempt superseded: %s; nothing more of it is relayed", why)
+        relay = self.relay
+        await owner.quarantine(
+            {"reason": why, "handle": relay.handle, "withheldBlocks": self.withheld_commits}
+        )
+        error = AttemptSuperseded(
+            f"turngate: this attempt is no longer the live one for its conversation revision "
+            f"({why}); nothing more of it is committed"
+        )
+        if not self.plan.observe_only:
+            await self._write(relay.fail(error))
+        await self._abort()
+        return StreamEnd.SUPERSEDED
+
+    # --- resume (OpenAI Responses background streams) -------------------------------------
+
+    def _may_resume(self) -> bool:
+        relay = self.relay
+        return (
+            self.plan.resumable
+            and self.resumes < MAX_RESUMES
+            and relay.cursor is not None
+            and relay.handle is not None
+            and _HANDLE.fullmatch(relay.handle) is not None
+            and not relay.failed
+            and not relay.complete
+        )
+
+    async def _reconnect(self, owner: StreamOwner) -> aiohttp.ClientResponse | None:
+        """GET the same response from the sequence number after the last one processed."""
+        relay = self.relay
+        assert relay.handle is not None
+        assert relay.cursor is not None
+        self.resumes += 1
+        relay.resume()
+        base = str(self._upstream_base).rstrip("/")
+        url = URL(
+            f"{base}/v1/responses/{quote(relay.handle)}?stream=true&starting_after={relay.cursor}",
+            encoded=True,
+        )
+        headers = outbound_headers(self.request.headers, keep_length=False)
+        headers.popall("Content-Type", None)
+        headers["Accept"] = "text/event-stream"
+        try:
+            resumed = await self._http.get(url, headers=headers, allow_redirects=False)
+        except TRANSPORT_ERRORS as exc:
+            log.warning("resume of %s failed: %s", relay.handle, type(exc).__name__)
+            return None
+        if resumed.status != 200:
+            log.warning("resume of %s answered %d", relay.handle, resumed.status)
+            resumed.release()
+            return None
+        log.info("resumed %s after sequence number %d", relay.handle, relay.cursor)
+        return resumed
+
+    # --- the client's side ----------------------------------------------------------------
+
+    async def _flush(self) -> None:
+        pending, self._pending = self._pending, b""
+        await self._write(pending)
+
+    async def _write_failure_only(self) -> None:
+        """Under ``buffer`` the previews the failing chunk held were never shown: only the
+        API's error event (and the retractions) go out."""
+        self._pending = b""
+        _, outcome = self.relay.finish()
+        if isinstance(outcome, AssistantTurn):
+            return
+        await self._write(self.relay.encoder.encode_failure(outcome))
+
+    async def _write(self, data: bytes) -> None:
+        if not data:
+            return
+        response = self.response or await self._prepare()
+        try:
+            await response.write(data)
+        except ConnectionResetError as exc:
+            raise ClientGone from exc
+
+    async def _prepare(self) -> web.StreamResponse:
+        response = web.StreamResponse(status=self._status, reason=self._reason)
+        response.headers.extend(self._headers)
+        try:
+            await response.prepare(self.request)
+        except ConnectionResetError as exc:
+            raise ClientGone from exc
+        self.response = response
+        return response
+
+    async def _abort(self) -> None:
+        """Break the connection once what was written has left the process: the error event
+        reaches the client, and the body is never terminated."""
+        transport = self.request.transport
+        waited = 0.0
+        while transport is not None and transport.get_write_buffer_size() and waited < 1.0:
+            await asyncio.sleep(0.005)
+            waited += 0.005
+        abort(self.request)
+
+    async def _end_body(self) -> None:
+        response = self.response or await self._prepare()
+        try:
+            await response.write_eof()
+        except ConnectionResetError as exc:
+            raise ClientGone from exc

@@ -1,0 +1,49 @@
+"""What an answer's tool calls must pass before the turn is committed, streamed or not.
+
+One check for both paths: the stream assembler (``StreamRelay``) commits a tool call only
+when ``CallChecker`` passes it, and a non-streamed answer, decoded once and parsed whole by
+its adapter, puts each of its tool calls through a ``CallChecker`` built from the same
+toolset. ``call_schemas`` is that toolset: each declared function tool's parameters as JSON
+Schema (Gemini's OpenAPI type names lowered), or None where the schema cannot be checked (a
+remote ``$ref``, which is never fetched, or a schema fastjsonschema cannot compile: any
+object passes, with the warning ``SchemaCache`` logs once per schema).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turngate.errors import UpstreamProtocolError
+from turngate.graph.capabilities import Capabilities
+from turngate.graph.model import MessageSequence
+from turngate.graph.schema_check import CallChecker, ToolSchemas
+from turngate.graph.turn import AssistantTurn
+from turngate.proxy.tool_calls import INVALID_TOOL_CALL, SchemaCache, json_schema
+
+
+def call_schemas(seq: MessageSequence, cache: SchemaCache) -> dict[str, Any]:
+    """Tool name -> the JSON Schema its calls are checked against (None: not checkable)."""
+    schemas: dict[str, Any] = {}
+    for tool in seq.tools:
+        if tool.tool_type != "function":
+            continue
+        checkable = cache.validator(tool) is not None
+        schemas[tool.name] = json_schema(tool.parameters) if checkable else None
+    return schemas
+
+
+def check_turn(
+    turn: AssistantTurn, tools: ToolSchemas | None, capabilities: Capabilities | None
+) -> None:
+    """Raise ``UpstreamProtocolError`` (``invalid_tool_call``, 502) for the first tool call the
+    stream assembler would not commit; the message names the call and the precise rule."""
+    checker = CallChecker(tools, capabilities)
+    for call in turn.tool_calls:
+        problem = checker.problem(call)
+        if problem is not None:
+            rule, message = problem
+            raise UpstreamProtocolError(
+                f"turngate: the upstream's answer cannot be committed: {message} ({rule})",
+                rule=INVALID_TOOL_CALL,
+                status=502,
+            )
