@@ -32,6 +32,7 @@ import orjson
 
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import (
+    MAX_NESTING,
     AssemblerState,
     Commit,
     Complete,
@@ -42,6 +43,7 @@ from turngate.graph.assembler import (
     Retract,
     StreamAssembler,
     StreamFailed,
+    nests_deeper,
 )
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.events import BlockStart, BlockStop, Native, ResponseStart, StreamEvent
@@ -369,16 +371,27 @@ class StreamEncoder:
 
 
 def frame_json(frame: SSEFrame) -> dict[str, Any]:
-    """The frame's data as one JSON object, or ``UpstreamProtocolError``."""
+    """The frame's data as one JSON object, or ``UpstreamProtocolError``.
+
+    Nesting is bounded by ``MAX_NESTING``: orjson reads 1024 levels but writes only 254, and
+    the encoders write parts of frames back (and compare them) when they relay them.
+    """
+    data = frame.data
     try:
-        value = orjson.loads(frame.data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise UpstreamProtocolError(
-            f"stream frame data is not JSON: {frame.data[:80]!r}", rule="stream_malformed"
+            f"stream frame data is not JSON: {data[:80]!r}", rule="stream_malformed"
         ) from exc
     if not isinstance(value, dict):
         raise UpstreamProtocolError(
             f"stream frame data is a JSON {type(value).__name__}, not an object",
+            rule="stream_malformed",
+        )
+    # Counting brackets is a fast bound: only a frame with that many can nest that deep.
+    if data.count(b"{") + data.count(b"[") > MAX_NESTING and nests_deeper(value, MAX_NESTING):
+        raise UpstreamProtocolError(
+            f"stream frame data nests JSON deeper than {MAX_NESTING} levels",
             rule="stream_malformed",
         )
     return value
@@ -521,7 +534,14 @@ class StreamRelay:
 
     def finish(self) -> tuple[bytes, AssistantTurn | StreamFailed]:
         lane = self._lane(self.generation)
-        out = self._frames(lane, lane[0].close(), None)
+        try:
+            frames = lane[0].close()
+        except TurngateError as exc:
+            # The bytes left over break the framing (a line over the limit): a failure to
+            # report like any other, never an exception out of ``finish``.
+            out = self._write(self._fail(exc, None))
+        else:
+            out = self._frames(lane, frames, None)
         outcome = self.assembler.finish()
         if isinstance(outcome, StreamFailed):
             if not self._failure_written:

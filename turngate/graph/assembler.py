@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, assert_never
 
+import orjson
+
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.events import (
@@ -68,6 +70,10 @@ UPSTREAM_ERROR = "upstream_error"
 ARGUMENTS_MISMATCH = "arguments_mismatch"
 STREAM_MISMATCH = "stream_mismatch"
 UNKNOWN_KIND = "unknown_kind"
+ARGUMENTS_TOO_DEEP = "arguments_too_deep"
+# Deepest JSON a committed block may hold: orjson reads 1024 levels but writes only 254, and
+# checking a value against a recursive schema recurses as deep as the value nests.
+MAX_NESTING = 128
 
 # Builds the committed block from the block's final native object, the way the API's own
 # response parser does, so a streamed turn equals the same turn read whole. None: the
@@ -496,6 +502,13 @@ class StreamAssembler:
 
     def _build(self, block: _Block, stop: BlockStop) -> AnyBlock:
         start = block.start
+        if start.kind in ("tool_call", "server_tool"):
+            for arguments in ("".join(block.parts), stop.arguments or ""):
+                if json_nests_deeper(arguments, MAX_NESTING):
+                    raise _Refused(
+                        ARGUMENTS_TOO_DEEP,
+                        f"block {start.index}: arguments nest deeper than {MAX_NESTING} levels",
+                    )
         built = None
         if self.builder is not None:
             built = self.builder(start, stop, block.block_id, start.index)
@@ -599,6 +612,31 @@ class StreamAssembler:
                 f"block {stop.index}: the streamed arguments differ from the final ones",
             )
         return stop.arguments
+
+
+def nests_deeper(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """True when containers nest more than ``limit`` deep (``value`` itself is depth 1)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def json_nests_deeper(text: str, limit: int) -> bool:
+    """Whether JSON text nests more than ``limit`` deep; text that is not JSON does not.
+    Counting brackets first keeps the common case to one fast scan."""
+    if text.count("{") + text.count("[") <= limit:
+        return False
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(value, dict | list) and nests_deeper(value, limit)
 
 
 def _merge_usage(old: Usage | None, new: Usage) -> Usage:

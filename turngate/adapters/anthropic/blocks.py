@@ -97,7 +97,7 @@ class BlockParser:
             return [self._tool_use(block_id, role, part)]
         if kind in ("thinking", "redacted_thinking"):
             return [self._thinking(block_id, role, part)]
-        if kind in SERVER_CALL_TYPES or kind == CONTAINER_UPLOAD:
+        if (isinstance(kind, str) and kind in SERVER_CALL_TYPES) or kind == CONTAINER_UPLOAD:
             return [self._server_call(block_id, role, part, kind)]
         if isinstance(kind, str) and is_server_result_type(kind):
             return [self._server_result(block_id, role, part, kind)]
@@ -206,7 +206,7 @@ class BlockParser:
             return ToolCallBlock(
                 call_id=call_id if isinstance(call_id, str) else "",
                 name=name,
-                arguments=orjson.dumps(arguments).decode(),
+                arguments=_dumps(arguments),
                 argument_state="complete",
                 attrs=remainder(part, _TOOL_USE_FIELDS),
                 **self.common(block_id, role),
@@ -425,3 +425,12 @@ def _render_server_block(block: ServerToolBlock) -> dict[str, Any]:
 def native_fields(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The native fields of a remainder: adapter notes (``$…``) left out."""
     return {k: v for k, v in attrs.items() if not k.startswith("$")}
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:  # nested deeper than orjson writes (254 levels)
+        raise BadRequestBody(
+            f"tool_use input cannot be written: {exc}", rule="json_too_deep"
+        ) from exc

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from turngate.adapters.anthropic.blocks import BlockParser, render_blocks
-from turngate.errors import UpstreamProtocolError
+from turngate.errors import BadRequestBody, UpstreamProtocolError
 from turngate.graph.model import AnyBlock
 from turngate.graph.turn import AssistantTurn, Usage
 
@@ -19,8 +19,12 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
         raise UpstreamProtocolError("anthropic message has no content list")
     parser = BlockParser()
     blocks: list[AnyBlock] = []
-    for j, part in enumerate(content):
-        blocks.extend(parser.block(f"m0.b{j}", "assistant", part))
+    try:
+        for j, part in enumerate(content):
+            blocks.extend(parser.block(f"m0.b{j}", "assistant", part))
+    except BadRequestBody as exc:
+        # The block parser is shared with requests; here the upstream sent the bad block.
+        raise UpstreamProtocolError(f"anthropic message: {exc.message}", rule=exc.rule) from exc
     handle, model, stop = body.get("id"), body.get("model"), body.get("stop_reason")
     usage = body.get("usage")
     return AssistantTurn(

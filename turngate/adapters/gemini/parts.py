@@ -288,7 +288,12 @@ def _parse_call(
 
 
 def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:  # nested deeper than orjson writes (254 levels)
+        raise BadRequestBody(
+            f"functionCall args cannot be written: {exc}", rule="json_too_deep"
+        ) from exc
 
 
 def _server_tool(

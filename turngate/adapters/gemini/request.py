@@ -222,19 +222,25 @@ def pair_responses(contents: list[Message]) -> list[Message]:
 # --- tools -----------------------------------------------------------------------------
 
 _OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"})
+# The conversion recurses; a body read by ``turngate check`` may nest 1024 levels.
+_MAX_SCHEMA_DEPTH = 128
 
 
-def json_schema_of(schema: Any) -> Any:
+def json_schema_of(schema: Any, depth: int = 0) -> Any:
     """Gemini's OpenAPI-style ``parameters`` (``"type": "OBJECT"``) as JSON Schema."""
+    if depth > _MAX_SCHEMA_DEPTH:
+        raise BadRequestBody(
+            f"tool parameters nest deeper than {_MAX_SCHEMA_DEPTH} levels", rule="json_too_deep"
+        )
     if isinstance(schema, dict):
         return {
             k: v.lower()
             if k == "type" and isinstance(v, str) and v in _OPENAPI_TYPES
-            else json_schema_of(v)
+            else json_schema_of(v, depth + 1)
             for k, v in schema.items()
         }
     if isinstance(schema, list):
-        return [json_schema_of(v) for v in schema]
+        return [json_schema_of(v, depth + 1) for v in schema]
     return schema
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from turngate.adapters.gemini.parts import OrderCounter, Spelling
 from turngate.adapters.gemini.request import parse_content, render_content
-from turngate.errors import UpstreamProtocolError
+from turngate.errors import BadRequestBody, UpstreamProtocolError
 from turngate.graph.model import Message
 from turngate.graph.turn import AssistantTurn, Usage
 
@@ -30,7 +30,11 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
         content = candidate.get("content", {"role": "model", "parts": []})
         if not isinstance(content, dict):
             raise UpstreamProtocolError("gemini candidate content is not an object")
-        message = parse_content(0, {"role": "model", **content}, OrderCounter())
+        try:
+            message = parse_content(0, {"role": "model", **content}, OrderCounter())
+        except BadRequestBody as exc:
+            # The part parser is shared with requests; here the upstream sent the bad part.
+            raise UpstreamProtocolError(f"gemini candidate: {exc.message}", rule=exc.rule) from exc
         if message.role != "assistant":
             raise UpstreamProtocolError(f"gemini candidate content has role {content['role']!r}")
         blocks = message.blocks
