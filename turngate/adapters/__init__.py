@@ -66,6 +66,8 @@ def detect_api(body: Mapping[str, Any]) -> ApiName | None:
         if isinstance(content, list):
             for part in content:
                 kind = part.get("type") if isinstance(part, dict) else None
+                if not isinstance(kind, str):
+                    continue
                 if kind in _ANTHROPIC_BLOCKS or (kind == "image" and "source" in part):
                     return "anthropic"
                 if kind in ("image_url", "input_audio", "refusal"):

@@ -97,7 +97,7 @@ class RequestParser(BlockParser):
             raise BadRequestBody(f"messages[{index}] must be an object", rule="invalid_request")
         prefix = f"m{index}"
         role_in = native.get("role")
-        if role_in not in ROLES:
+        if not isinstance(role_in, str) or role_in not in ROLES:
             unknown = UnknownBlock(
                 native_type=f"role:{role_in}",
                 attrs=dict(native),

@@ -145,7 +145,8 @@ class AnthropicStreamDecoder:
         self._json[index] = []
         self._counts[index] = 0
         kind = block.get("type")
-        native_type = kind if isinstance(kind, str) else "unknown"
+        kind = kind if isinstance(kind, str) else None  # any other JSON value names no type
+        native_type = kind if kind is not None else "unknown"
         common: dict[str, Any] = {"native_type": native_type, "native_index": native_index}
         call_id, name = block.get("id"), block.get("name")
         call_id = call_id if isinstance(call_id, str) else None
@@ -198,16 +199,16 @@ class AnthropicStreamDecoder:
         block = self._blocks[index]
         kind = delta.get("type")
         if kind == "text_delta" and isinstance(delta.get("text"), str):
-            block["text"] = block.get("text", "") + delta["text"]
+            _append(block, "text", delta["text"])
             return TextDelta(index, delta["text"], seq=seq, raw=raw)
         if kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
             self._json[index].append(delta["partial_json"])
             return ArgsDelta(index, delta["partial_json"], seq=seq, raw=raw)
         if kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
-            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            _append(block, "thinking", delta["thinking"])
             return ReasoningDelta(index, delta["thinking"], seq=seq, raw=raw)
         if kind == "signature_delta" and isinstance(delta.get("signature"), str):
-            block["signature"] = block.get("signature", "") + delta["signature"]
+            _append(block, "signature", delta["signature"])
             return SignatureDelta(index, delta["signature"], seq=seq, raw=raw)
         if kind == "citations_delta" and "citation" in delta:
             citations = block.get("citations")
@@ -224,7 +225,8 @@ class AnthropicStreamDecoder:
             self._open = None
         block = self._blocks[index]
         arguments = None
-        if block.get("type") in _ARGUMENT_BLOCKS:
+        kind = block.get("type")
+        if isinstance(kind, str) and kind in _ARGUMENT_BLOCKS:
             streamed = "".join(self._json[index])
             if streamed.strip():
                 try:
@@ -257,6 +259,17 @@ class AnthropicStreamDecoder:
                 rule="stream_protocol",
             )
         return index
+
+
+def _append(block: dict[str, Any], key: str, piece: str) -> None:
+    """Grow the block's final ``key`` by a streamed piece; what the start gave must be text."""
+    previous = block.get(key, "")
+    if not isinstance(previous, str):
+        raise UpstreamProtocolError(
+            f"content block '{key}' is a {type(previous).__name__}, not a string",
+            rule="stream_malformed",
+        )
+    block[key] = previous + piece
 
 
 class AnthropicStreamEncoder(StreamEncoder):

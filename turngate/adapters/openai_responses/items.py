@@ -103,7 +103,9 @@ class ItemParser:
             return self._message(index, item)
         if kind == "item_reference" or (kind is None and "id" in item):
             return self._reference(index, item)
-        if kind in CALL_ITEMS:
+        if not isinstance(kind, str):
+            block = self._unknown(prefix, "user", str(kind), item)
+        elif kind in CALL_ITEMS:
             block = self._call(prefix, item)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             block = self._output(prefix, item)
@@ -114,7 +116,7 @@ class ItemParser:
         elif kind == "compaction_trigger":
             block = self._compaction_trigger(prefix, item)
         elif kind in HOSTED_CALLS or kind in HOSTED_ANSWERS:
-            block = self._hosted(prefix, cast(str, kind), item)
+            block = self._hosted(prefix, kind, item)
         else:
             block = self._unknown(prefix, "user", str(kind), item)
         role = block.role
@@ -128,7 +130,7 @@ class ItemParser:
 
     def _message(self, index: int, item: dict[str, Any]) -> Message:
         role_in = item.get("role")
-        if role_in not in MESSAGE_ROLES:
+        if not isinstance(role_in, str) or role_in not in MESSAGE_ROLES:
             return self._opaque(index, f"role:{role_in}", dict(item))
         role = cast(Role, role_in)
         prefix = f"m{index}"

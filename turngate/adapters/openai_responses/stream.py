@@ -78,7 +78,7 @@ class ResponsesStreamDecoder:
         if frame.truncated:
             return []
         payload = frame_json(frame)
-        kind = payload.get("type", frame.event)
+        kind = _name(payload.get("type", frame.event))
         seq = payload.get("sequence_number")
         seq = seq if isinstance(seq, int) else None
         raw = frame.raw
@@ -155,7 +155,7 @@ class ResponsesStreamDecoder:
                 )
             self._outputs.add(output_index)
             self._open_item = output_index
-        kind = item.get("type")
+        kind = _name(item.get("type"))
         if kind == "message":
             return Native("response.output_item.added", seq=seq, raw=raw)
         index = self._items.get(output_index)
@@ -196,7 +196,7 @@ class ResponsesStreamDecoder:
             raise UpstreamProtocolError("malformed output_item.done", rule="stream_malformed")
         if output_index == self._open_item:
             self._open_item = None
-        kind = item.get("type")
+        kind = _name(item.get("type"))
         if kind == "message":
             return Native("response.output_item.done", seq=seq, raw=raw)
         index = self._item(payload)
@@ -286,7 +286,9 @@ class ResponsesStreamDecoder:
 
     def _part(self, payload: dict[str, Any]) -> int:
         key = (payload.get("output_index"), payload.get("content_index"))
-        index = self._parts.get(key)  # type: ignore[arg-type]
+        index = None
+        if isinstance(key[0], int) and isinstance(key[1], int):
+            index = self._parts.get((key[0], key[1]))
         if index is None:
             raise UpstreamProtocolError(
                 f"event for content part {key!r}, which never started", rule="stream_protocol"
@@ -331,6 +333,11 @@ def usage_of(usage: dict[str, Any]) -> Usage:
         output_tokens=number("output_tokens"),
         total_tokens=number("total_tokens"),
     )
+
+
+def _name(value: Any) -> str | None:
+    """A type name as sent; any other JSON value names no type (and is not hashable)."""
+    return value if isinstance(value, str) else None
 
 
 def _str(payload: dict[str, Any], key: str) -> str:
