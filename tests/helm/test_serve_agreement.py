@@ -75,7 +75,10 @@ def test_chart_defaults_are_serve_defaults() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     defaults = Settings()
     assert values["listen"] == {"host": defaults.host, "port": defaults.port}
-    assert values["mode"] == defaults.mode
+    # Unset: serve's own default (or the policy file's default mode) decides.
+    assert values["mode"] == ""
+    container, _ = sidecar(pod_spec(manifests(render({}))))
+    assert "TURNGATE_MODE" not in {e["name"] for e in container.get("env", [])}
     assert values["logLevel"] == defaults.log_level
     assert values["maxBodyBytes"] == defaults.max_body_bytes
     assert values["upstreams"] == {

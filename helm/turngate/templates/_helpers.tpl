@@ -94,8 +94,10 @@ chart's values) and Release:
 
 {{/* The sidecar's environment, in order: a variable is defined before any $(reference). */}}
 {{- define "turngate.env" -}}
+{{- if .Values.mode }}
 - name: TURNGATE_MODE
   value: {{ .Values.mode | quote }}
+{{- end }}
 - name: TURNGATE_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
 - name: TURNGATE_MAX_BODY_BYTES
