@@ -11,6 +11,9 @@
 | --upstream-gemini      | TURNGATE_UPSTREAM_GEMINI     | https://generativelanguage.googleapis.com|
 | --max-body-bytes       | TURNGATE_MAX_BODY_BYTES      | 33554432 (32 MiB)                     |
 | --log-level            | TURNGATE_LOG_LEVEL           | info                                  |
+| --header-timeout       | TURNGATE_HEADER_TIMEOUT      | 30 (s: request line + headers; idle)  |
+| --body-timeout         | TURNGATE_BODY_TIMEOUT        | 60 (s: the whole request body)        |
+| --upstream-read-timeout| TURNGATE_UPSTREAM_READ_TIMEOUT| 600 (s between two upstream reads)   |
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ class Settings:
     upstream_gemini: str = "https://generativelanguage.googleapis.com"
     max_body_bytes: int = 32 * 1024 * 1024
     log_level: str = "info"
+    # Seconds a connection may take to send a request line and headers (also the idle
+    # keep-alive limit), to send a whole body, and an upstream may stay silent.
+    header_timeout: float = 30.0
+    body_timeout: float = 60.0
+    upstream_read_timeout: float = 600.0
 
 
 # (flag, variable, attribute, type)
@@ -51,6 +59,9 @@ _OPTIONS: tuple[tuple[str, str, str, type], ...] = (
     ("--upstream-gemini", "TURNGATE_UPSTREAM_GEMINI", "upstream_gemini", str),
     ("--max-body-bytes", "TURNGATE_MAX_BODY_BYTES", "max_body_bytes", int),
     ("--log-level", "TURNGATE_LOG_LEVEL", "log_level", str),
+    ("--header-timeout", "TURNGATE_HEADER_TIMEOUT", "header_timeout", float),
+    ("--body-timeout", "TURNGATE_BODY_TIMEOUT", "body_timeout", float),
+    ("--upstream-read-timeout", "TURNGATE_UPSTREAM_READ_TIMEOUT", "upstream_read_timeout", float),
 )
 
 

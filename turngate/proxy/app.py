@@ -30,6 +30,7 @@ from turngate.policies.loading import load_serving_policy
 from turngate.policies.pins import AdapterRegistry
 from turngate.policies.report import report_json
 from turngate.policies.tokens import load_encodings
+from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
@@ -69,6 +70,7 @@ def create_app(
         )
     resolved = policies
     app = web.Application(client_max_size=settings.max_body_bytes)
+    app[BODY_TIMEOUT] = settings.body_timeout
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         if any(policy.admission.enabled for policy in resolved.all_policies()):
@@ -78,7 +80,7 @@ def create_app(
         recovered = await chosen.recover(now=clock())
         if recovered:
             log.warning("%d operations left in flight are now UNKNOWN", len(recovered))
-        session = new_session(timeouts or UpstreamTimeouts())
+        session = new_session(timeouts or UpstreamTimeouts(read=settings.upstream_read_timeout))
         app[SERVICES] = Services(
             settings=settings,
             prefixes=table,

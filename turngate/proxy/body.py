@@ -6,6 +6,7 @@ adapter renders it in the API's own envelope, so the SDK raises its normal excep
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -15,6 +16,10 @@ from turngate.errors import BadRequestBody
 
 # Deeper JSON is refused before any recursive code (adapters, digests, schemas) sees it.
 MAX_JSON_DEPTH = 64
+# Seconds a client has to send the whole body (a body trickled byte by byte is cut off);
+# the app sets it from ``Settings.body_timeout``.
+BODY_TIMEOUT = web.AppKey("body_timeout", float)
+DEFAULT_BODY_TIMEOUT = 60.0
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
@@ -22,10 +27,18 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     declared = request.content_length
     if declared is not None and declared > limit:
         raise _too_large(limit)
+    timeout = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
     try:
-        return await request.read()
+        async with asyncio.timeout(timeout):
+            return await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
         raise _too_large(limit) from exc
+    except TimeoutError as exc:
+        raise BadRequestBody(
+            f"turngate: the request body was not received within {timeout:g} seconds",
+            rule="request_timeout",
+            status=408,
+        ) from exc
 
 
 def _check_content_type(value: str | None) -> None:

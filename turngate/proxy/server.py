@@ -14,6 +14,7 @@ from aiohttp import web
 
 from turngate.policies.config import PolicyFile
 from turngate.proxy.app import create_app
+from turngate.proxy.limits import server_options
 from turngate.proxy.logs import AccessLogger, access_log, configure_logging
 from turngate.settings import Settings
 
@@ -47,5 +48,6 @@ def serve(settings: Settings, policies: PolicyFile) -> None:
         access_log_class=AccessLogger,
         access_log=access_log,
         print=None,
+        **server_options(settings),
     )
     log.info("turngate stopped")
