@@ -7,6 +7,8 @@ adapter renders it in the API's own envelope, so the SDK raises its normal excep
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from typing import Any
 
 import orjson
@@ -79,7 +81,69 @@ def decode_json(raw: bytes) -> dict[str, Any]:
             f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
             rule="json_too_deep",
         )
+    duplicate = duplicate_key(raw, value)
+    if duplicate is not None:
+        raise BadRequestBody(
+            f"turngate: the request body repeats the JSON key {duplicate[:64]!r} in one object",
+            rule="duplicate_json_key",
+        )
     return value
+
+
+# A quote, optional space, a colon: every key's end, plus escaped quotes inside strings.
+_SPACED_KEY_END = re.compile(rb'"[ \t\r\n]+:')
+_QUOTE_SPACE = (b'" ', b'"\t', b'"\n', b'"\r')
+
+
+def duplicate_key(raw: bytes, value: dict[str, Any]) -> str | None:
+    """A key repeated in one object of ``raw``, or None.
+
+    orjson keeps the last of repeated keys, but the client's own bytes are what is sent, and
+    a provider that keeps the first would read a body turngate never validated. Fast path:
+    the key ends counted in the bytes (an escaped ``\\":`` inside a string can only add to
+    the count) equal the keys parsed (repeats can only lower it), so equality means no
+    repeat. A key ending in an escaped backslash would be missed by the count: such bodies,
+    and any mismatch, take the exact check with the standard library.
+    """
+    if b'\\\\"' not in raw and _key_ends(raw) == _parsed_keys(value):
+        return None
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen and not found:
+                found.append(key)
+            seen.add(key)
+        return dict(items)
+
+    json.loads(raw, object_pairs_hook=pairs)
+    return found[0] if found else None
+
+
+def _key_ends(raw: bytes) -> int:
+    count = raw.count(b'":') - raw.count(b'\\":')
+    if any(pattern in raw for pattern in _QUOTE_SPACE):
+        count += len(_SPACED_KEY_END.findall(raw))
+    return count
+
+
+def _parsed_keys(value: dict[str, Any]) -> int:
+    count = 0
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        if type(node) is dict:
+            count += len(node)
+            for child in node.values():
+                if type(child) is dict or type(child) is list:
+                    push(child)
+        else:
+            for child in node:
+                if type(child) is dict or type(child) is list:
+                    push(child)
+    return count
 
 
 def _not_json(raw: bytes, exc: orjson.JSONDecodeError) -> BadRequestBody:
