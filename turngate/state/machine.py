@@ -44,7 +44,8 @@ class Transition(StrEnum):
     SETTLE = "settle"
     # A resumed or queried handle gave back the complete turn.
     RECOVER = "recover"
-    # The conversation's cancel generation moved on.
+    # The conversation's cancel generation moved on: whatever this attempt still streams or
+    # learns later can never become canonical.
     CANCEL = "cancel"
 
 
@@ -57,14 +58,17 @@ TRANSITIONS: dict[tuple[DispatchState, Transition], DispatchState] = {
     (S.DISPATCHING, T.SEND): S.SENT,
     (S.DISPATCHING, T.FAIL): S.FAILED,
     (S.DISPATCHING, T.LOSE): S.UNKNOWN,
+    (S.DISPATCHING, T.CANCEL): S.CANCELLED,
     (S.SENT, T.STREAM): S.STREAMING,
     (S.SENT, T.COMMIT): S.COMMITTED,
     (S.SENT, T.FAIL): S.FAILED,
     (S.SENT, T.LOSE): S.UNKNOWN,
+    (S.SENT, T.CANCEL): S.CANCELLED,
     (S.STREAMING, T.BIND): S.STREAMING,
     (S.STREAMING, T.COMMIT): S.COMMITTED,
     (S.STREAMING, T.FAIL): S.FAILED,
     (S.STREAMING, T.LOSE): S.UNKNOWN,
+    (S.STREAMING, T.CANCEL): S.CANCELLED,
     (S.UNKNOWN, T.RECOVER): S.COMMITTED,
     (S.UNKNOWN, T.SETTLE): S.FAILED,
     (S.UNKNOWN, T.CANCEL): S.CANCELLED,

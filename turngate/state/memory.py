@@ -14,12 +14,25 @@ from typing import Any
 import orjson
 
 from turngate.errors import StoreUnavailable
-from turngate.state.machine import IN_FLIGHT, Transition
+from turngate.state.conversations import (
+    CANCELLABLE,
+    CANCELLED_DETAIL,
+    ClientKey,
+    Conversation,
+    KeyHold,
+    StoredResponse,
+    adopted,
+    cancelled,
+    commit_transition,
+    with_turn,
+)
+from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.store import (
     BLOCKING,
     LOST_AT_START,
     OperationRecord,
+    check_client_key,
     check_log_args,
     claim_conflict,
     claim_slot,
@@ -37,6 +50,11 @@ class MemoryStore:
         self._attempts: dict[tuple[str, int, int], list[str]] = {}
         # kind -> (at, entry as JSON), newest last; kept as bytes, as the other stores do.
         self._logs: dict[str, deque[tuple[float, bytes]]] = {}
+        self._conversations: dict[str, Conversation] = {}
+        # conversation key -> its operation ids, oldest first.
+        self._by_conversation: dict[str, list[str]] = {}
+        self._responses: dict[str, StoredResponse] = {}
+        self._keys: dict[str, KeyHold] = {}
 
     async def open(self) -> None:
         self._open = True
@@ -47,9 +65,15 @@ class MemoryStore:
     async def ping(self) -> bool:
         return self._open
 
-    async def claim(self, draft: DispatchManifest, *, now: float) -> OperationRecord:
+    async def claim(
+        self, draft: DispatchManifest, *, now: float, client_key: ClientKey | None = None
+    ) -> OperationRecord:
         async with self._lock:
             self._require_open()
+            if client_key is not None:
+                hold = self._keys.get(client_key.scope)
+                holder = None if hold is None else self._records.get(hold.operation_id)
+                check_client_key(client_key, hold, holder, now=now)
             same_id = self._records.get(draft.operation_id)
             if same_id is not None:
                 raise claim_conflict(draft, same_id)
@@ -62,6 +86,13 @@ class MemoryStore:
             claimed = claimed_record(draft, attempt, now=now)
             self._records[claimed.operation_id] = claimed
             self._attempts.setdefault(slot, []).append(claimed.operation_id)
+            if draft.conversation_id is not None:
+                ops = self._by_conversation.setdefault(draft.conversation_id, [])
+                ops.append(claimed.operation_id)
+            if client_key is not None:
+                self._keys[client_key.scope] = KeyHold(
+                    claimed.operation_id, client_key.body_digest, client_key.expires_at
+                )
             return claimed
 
     async def transition(
@@ -116,6 +147,96 @@ class MemoryStore:
             log = self._logs.get(kind, deque())
             newest = [data for _at, data in itertools.islice(reversed(log), limit)]
         return [orjson.loads(data) for data in newest]
+
+    async def open_conversation(self, key: str, history: list[str], *, now: float) -> Conversation:
+        async with self._lock:
+            self._require_open()
+            found = self._conversations.get(key)
+            if found is None:
+                found = self._conversations[key] = adopted(key, history, now=now)
+            return found
+
+    async def conversation(self, key: str) -> Conversation | None:
+        async with self._lock:
+            self._require_open()
+            return self._conversations.get(key)
+
+    async def cancel_conversation(self, key: str, *, now: float) -> Conversation:
+        async with self._lock:
+            self._require_open()
+            moved = cancelled(self._conversations.get(key), key, now=now)
+            self._conversations[key] = moved
+            detail = CANCELLED_DETAIL.format(generation=moved.cancel_generation)
+            for operation_id in self._by_conversation.get(key, []):
+                record = self._records[operation_id]
+                if record.state in CANCELLABLE:
+                    self._records[operation_id] = moved_record(
+                        record, Transition.CANCEL, now=now, detail=detail
+                    )
+            return moved
+
+    async def conversation_operations(self, key: str, *, limit: int) -> list[OperationRecord]:
+        async with self._lock:
+            self._require_open()
+            return [self._records[i] for i in self._by_conversation.get(key, [])[:limit]]
+
+    async def commit_turn(
+        self,
+        operation_id: str,
+        *,
+        digest: str,
+        now: float,
+        handle: str | None = None,
+        response: StoredResponse | None = None,
+    ) -> OperationRecord:
+        async with self._lock:
+            self._require_open()
+            record = self._records.get(operation_id)
+            if record is None:
+                raise KeyError(operation_id)
+            moved = moved_record(record, commit_transition(record), now=now, handle=handle)
+            key = record.manifest.conversation_id
+            conversation = None if key is None else self._conversations.get(key)
+            turned = with_turn(conversation, record, digest, now=now)
+            self._records[operation_id] = moved
+            if turned is not None:
+                self._conversations[turned.key] = turned
+            if response is not None:
+                self._responses[operation_id] = response
+            return moved
+
+    async def save_response(
+        self, operation_id: str, response: StoredResponse, *, now: float
+    ) -> None:
+        async with self._lock:
+            self._require_open()
+            self._responses[operation_id] = response
+
+    async def load_response(self, operation_id: str, *, now: float) -> StoredResponse | None:
+        async with self._lock:
+            self._require_open()
+            found = self._responses.get(operation_id)
+            if found is not None and found.expires_at <= now:
+                del self._responses[operation_id]
+                return None
+            return found
+
+    async def unknown_operations(self, *, limit: int) -> list[OperationRecord]:
+        async with self._lock:
+            self._require_open()
+            unknown = [r for r in self._records.values() if r.state is DispatchState.UNKNOWN]
+            return unknown[:limit]
+
+    async def prune(self, *, now: float) -> int:
+        async with self._lock:
+            self._require_open()
+            responses = [op for op, r in self._responses.items() if r.expires_at <= now]
+            keys = [scope for scope, hold in self._keys.items() if hold.expires_at <= now]
+            for op in responses:
+                del self._responses[op]
+            for scope in keys:
+                del self._keys[scope]
+            return len(responses) + len(keys)
 
     def _require_open(self) -> None:
         if not self._open:

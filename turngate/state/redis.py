@@ -61,7 +61,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import orjson
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -72,13 +72,17 @@ from redis.exceptions import RedisError, ResponseError
 
 from turngate.errors import IllegalTransition, StateConflict, StoreUnavailable
 from turngate.graph.codec import canonical_json
+from turngate.state.conversations import ClientKey, KeyHold, key_reused
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
+from turngate.state.redis_scripts import ABANDON, CLAIM, MOVE
+from turngate.state.redis_turns import RedisConversations
 from turngate.state.store import (
     BLOCKING,
     LOST_AT_START,
     OperationRecord,
     StateChange,
+    check_client_key,
     check_log_args,
     claim_conflict,
     claim_slot,
@@ -95,64 +99,11 @@ ABANDONED_CLAIM = "claim abandoned: its caller gave up (cancelled, or no answer)
 # How long a late copy of an abandoned claim is refused; a script the client gave up on
 # reaches the server within a network round trip, this is a wide margin.
 ABANDONED_TTL = 3600.0
-
-# KEYS: op, slot, inflight, abandoned. ARGV: operation id, expected attempts, state, seq,
-# owner, record, ttl ms (0: none).
-CLAIM = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
-if redis.call('EXISTS', KEYS[4]) == 1 then return {'abandoned'} end
-local live = redis.call('HGET', KEYS[2], 'live')
-if live then return {'live', live} end
-local attempts = redis.call('HGET', KEYS[2], 'attempts') or '0'
-if attempts ~= ARGV[2] then return {'stale', attempts} end
-redis.call('HSET', KEYS[1], 'state', ARGV[3], 'seq', ARGV[4], 'owner', ARGV[5],
-           'record', ARGV[6])
-redis.call('HSET', KEYS[2], 'attempts', tonumber(attempts) + 1, 'live', ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
-local ttl = tonumber(ARGV[7])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return {'won'}
-"""
-
-# KEYS: op, slot, inflight. ARGV: operation id, expected state, expected seq, state, seq,
-# record, blocks (1/0), in flight (1/0), ttl ms (0: none).
-MOVE = """
-local current = redis.call('HMGET', KEYS[1], 'state', 'seq', 'owner')
-if not current[1] then return 'missing' end
-if current[1] ~= ARGV[2] or current[2] ~= ARGV[3] then return 'stale' end
-local live = redis.call('HGET', KEYS[2], 'live')
-if ARGV[7] == '1' then
-  if live and live ~= ARGV[1] then return 'slot-taken' end
-  redis.call('HSET', KEYS[2], 'live', ARGV[1])
-elseif live == ARGV[1] then
-  redis.call('HDEL', KEYS[2], 'live')
-end
-if ARGV[8] == '1' then
-  redis.call('HSET', KEYS[3], ARGV[1], current[3])
-else
-  redis.call('HDEL', KEYS[3], ARGV[1])
-end
-redis.call('HSET', KEYS[1], 'state', ARGV[4], 'seq', ARGV[5], 'record', ARGV[6])
-local ttl = tonumber(ARGV[9])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return 'moved'
-"""
-
-# KEYS: op, abandoned. ARGV: ttl ms. A claim that has not landed yet never will.
-ABANDON = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
-return 'barred'
-"""
+# turngate's own options in a ``--state`` URL (``from_url``).
+_URL_OPTIONS = frozenset({"owner", "lease_ttl", "key_prefix"})
 
 
-class RedisStore:
+class RedisStore(RedisConversations):
     # Registered on the client at ``open`` (EVALSHA, loading the script again on NOSCRIPT).
     _claim_script: AsyncScript
     _move_script: AsyncScript
@@ -188,6 +139,27 @@ class RedisStore:
         self._abandoned: dict[str, float] = {}
         self._settling: asyncio.Task[None] | None = None
 
+    @classmethod
+    def from_url(cls, url: str) -> RedisStore:
+        """A store for ``--state redis://…``. turngate's own options ride in the query and
+        are taken out before redis-py sees the URL: ``owner`` (a stable owner id, e.g. the
+        pod name), ``lease_ttl`` (seconds), ``key_prefix``."""
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        ours = {k: v for k, v in query if k in _URL_OPTIONS}
+        rest = urlencode([(k, v) for k, v in query if k not in _URL_OPTIONS])
+        options: dict[str, Any] = {}
+        if "owner" in ours:
+            options["owner"] = ours["owner"]
+        if "key_prefix" in ours:
+            options["key_prefix"] = ours["key_prefix"]
+        if "lease_ttl" in ours:
+            try:
+                options["lease_ttl"] = float(ours["lease_ttl"])
+            except ValueError:
+                raise ValueError(f"lease_ttl={ours['lease_ttl']!r} is not a number") from None
+        return cls(parts._replace(query=rest).geturl(), **options)
+
     # --- lifecycle ---
 
     async def open(self) -> None:
@@ -218,6 +190,7 @@ class RedisStore:
         self._claim_script = client.register_script(CLAIM)
         self._move_script = client.register_script(MOVE)
         self._bar_script = client.register_script(ABANDON)
+        self._register_conversation_scripts(client)
         self._heartbeat = asyncio.create_task(self._beat(), name=f"turngate-lease-{owner}")
 
     async def close(self) -> None:
@@ -254,10 +227,12 @@ class RedisStore:
 
     # --- the contract ---
 
-    async def claim(self, draft: DispatchManifest, *, now: float) -> OperationRecord:
+    async def claim(
+        self, draft: DispatchManifest, *, now: float, client_key: ClientKey | None = None
+    ) -> OperationRecord:
         client = self._require()
         try:
-            return await self._claim_once(client, draft, now)
+            return await self._claim_once(client, draft, now, client_key)
         except (asyncio.CancelledError, StoreUnavailable):
             # The script may have run with nobody left to send the bytes: fail it, or bar it
             # if it has not landed yet, so that it does not block the slot.
@@ -285,6 +260,7 @@ class RedisStore:
                         self._op_key(operation_id),
                         self._slot_key(record.manifest),
                         self._inflight_key(),
+                        self._unknown_key(),
                     ],
                     args=[
                         operation_id,
@@ -296,6 +272,7 @@ class RedisStore:
                         int(moved.state in BLOCKING),
                         int(moved.state in IN_FLIGHT),
                         self._ttl_ms(),
+                        int(moved.state is DispatchState.UNKNOWN),
                     ],
                 )
             if reply == "moved":
@@ -385,15 +362,18 @@ class RedisStore:
     # --- the claim ---
 
     async def _claim_once(
-        self, client: Redis, draft: DispatchManifest, now: float
+        self, client: Redis, draft: DispatchManifest, now: float, client_key: ClientKey | None
     ) -> OperationRecord:
+        conversation = draft.conversation_id
         keys = [
             self._op_key(draft.operation_id),
             self._slot_key(draft),
             self._inflight_key(),
             self._abandoned_key(draft.operation_id),
+            self._client_key_key(client_key.scope if client_key else ""),
+            self._conversation_ops_key(conversation or draft.operation_id),
         ]
-        attempts, missing_live = 0, None
+        attempts, missing_live, replaceable = 0, None, ""
         while True:
             claimed = claimed_record(draft, attempts + 1, now=now)
             with self._unavailable("claim"):
@@ -407,11 +387,29 @@ class RedisStore:
                         self.owner,
                         _encode(claimed),
                         self._ttl_ms(),
+                        *_key_args(client_key, claimed.operation_id, now),
+                        replaceable,
+                        now,
+                        int(conversation is not None),
                     ],
                 )
             match reply:
                 case ["won"]:
                     return claimed
+                case ["key-reused", holder]:
+                    hold = KeyHold(holder, "", 0.0)
+                    assert client_key is not None
+                    raise key_reused(client_key, hold)
+                case ["key-held", holder]:
+                    assert client_key is not None
+                    found = await self._load(client, holder)
+                    check_client_key(
+                        client_key,
+                        KeyHold(holder, client_key.body_digest, client_key.expires_at),
+                        found,
+                        now=now,
+                    )
+                    replaceable = holder  # its attempt ended without a turn: take the key
                 case ["stale", counted]:
                     attempts = int(counted)
                 case ["exists"]:
@@ -515,6 +513,9 @@ class RedisStore:
     def _ttl_ms(self) -> int:
         return 0 if self.operation_ttl is None else int(self.operation_ttl * 1000)
 
+    def _encode_record(self, record: OperationRecord) -> str:
+        return _encode(record)
+
     def _op_key(self, operation_id: str) -> str:
         return f"{self.key_prefix}op:{operation_id}"
 
@@ -525,6 +526,9 @@ class RedisStore:
     def _inflight_key(self) -> str:
         return f"{self.key_prefix}inflight"
 
+    def _unknown_key(self) -> str:
+        return f"{self.key_prefix}unknown"
+
     def _lease_key(self, owner: str) -> str:
         return f"{self.key_prefix}lease:{owner}"
 
@@ -533,6 +537,15 @@ class RedisStore:
 
     def _log_key(self, kind: str) -> str:
         return f"{self.key_prefix}log:{kind}"
+
+
+def _key_args(client_key: ClientKey | None, operation_id: str, now: float) -> list[str | int]:
+    """The claim's client key arguments: the hold it stores, and for how long (ms)."""
+    if client_key is None:
+        return ["", 0]
+    hold = KeyHold(operation_id, client_key.body_digest, client_key.expires_at)
+    ttl = max(1, int((client_key.expires_at - now) * 1000))
+    return [canonical_json(hold.to_json()).decode(), ttl]
 
 
 def _encode(record: OperationRecord) -> str:

@@ -37,6 +37,8 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 import orjson
 
 from turngate.errors import StoreUnavailable
+from turngate.state import sqlite_turns as turns
+from turngate.state.conversations import ClientKey, Conversation, StoredResponse
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.store import (
@@ -113,6 +115,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX logs_by_kind ON logs (kind, id)",
         ),
     ),
+    Migration(
+        3,
+        "conversations: canonical turns and cancel generations, stored responses, client keys",
+        turns.STATEMENTS,
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -150,8 +157,10 @@ class SQLiteStore:
         except StoreUnavailable:
             return False
 
-    async def claim(self, draft: DispatchManifest, *, now: float) -> OperationRecord:
-        job = self._submit(_claim, draft, now)
+    async def claim(
+        self, draft: DispatchManifest, *, now: float, client_key: ClientKey | None = None
+    ) -> OperationRecord:
+        job = self._submit(_claim, draft, now, client_key)
         try:
             return await asyncio.wrap_future(job)
         except asyncio.CancelledError:
@@ -186,6 +195,53 @@ class SQLiteStore:
     async def read_log(self, kind: str, *, limit: int) -> list[dict[str, Any]]:
         check_log_args(kind, limit=limit)
         return await self._run(_read_log, kind, limit)
+
+    # --- conversations (sqlite_turns.py) ---
+
+    async def open_conversation(self, key: str, history: list[str], *, now: float) -> Conversation:
+        return await self._run(turns.open_conversation, _ACCESS, key, history=history, now=now)
+
+    async def conversation(self, key: str) -> Conversation | None:
+        return await self._run(turns.get_conversation, _ACCESS, key)
+
+    async def cancel_conversation(self, key: str, *, now: float) -> Conversation:
+        return await self._run(turns.cancel_conversation, _ACCESS, key, now=now)
+
+    async def conversation_operations(self, key: str, *, limit: int) -> list[OperationRecord]:
+        return await self._run(turns.conversation_operations, _ACCESS, key, limit=limit)
+
+    async def commit_turn(
+        self,
+        operation_id: str,
+        *,
+        digest: str,
+        now: float,
+        handle: str | None = None,
+        response: StoredResponse | None = None,
+    ) -> OperationRecord:
+        return await self._run(
+            turns.commit_turn,
+            _ACCESS,
+            operation_id,
+            digest=digest,
+            now=now,
+            handle=handle,
+            response=response,
+        )
+
+    async def save_response(
+        self, operation_id: str, response: StoredResponse, *, now: float
+    ) -> None:
+        await self._run(turns.save_response, _ACCESS, operation_id, response)
+
+    async def load_response(self, operation_id: str, *, now: float) -> StoredResponse | None:
+        return await self._run(turns.load_response, _ACCESS, operation_id, now=now)
+
+    async def unknown_operations(self, *, limit: int) -> list[OperationRecord]:
+        return await self._run(turns.unknown_operations, _ACCESS, limit=limit)
+
+    async def prune(self, *, now: float) -> int:
+        return await self._run(turns.prune, _ACCESS, now=now)
 
     async def _run(
         self,
@@ -305,9 +361,13 @@ def _can_write(db: sqlite3.Connection) -> bool:
     return True
 
 
-def _claim(db: sqlite3.Connection, draft: DispatchManifest, now: float) -> OperationRecord:
+def _claim(
+    db: sqlite3.Connection, draft: DispatchManifest, now: float, client_key: ClientKey | None
+) -> OperationRecord:
     _synchronous(db, "FULL")
     with _transaction(db, "IMMEDIATE"):
+        if client_key is not None:
+            turns.take_client_key(db, client_key, _load, now=now, operation_id=None)
         same_id = _load(db, draft.operation_id)
         if same_id is not None:
             raise claim_conflict(draft, same_id)
@@ -322,6 +382,8 @@ def _claim(db: sqlite3.Connection, draft: DispatchManifest, now: float) -> Opera
         attempt = max((a for _, _, a in rows), default=0) + 1
         claimed = claimed_record(draft, attempt, now=now)
         _insert(db, claimed)
+        if client_key is not None:
+            turns.take_client_key(db, client_key, _load, now=now, operation_id=claimed.operation_id)
     return claimed
 
 
@@ -475,6 +537,9 @@ def _load(db: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
         raise StoreUnavailable(
             f"operation {operation_id} in the state file cannot be read: {exc}"
         ) from exc
+
+
+_ACCESS = turns.Access(transaction=_transaction, load=_load, save=_save_move)
 
 
 def _state(name: str) -> DispatchState:

@@ -6,6 +6,12 @@ changes. ``claim`` is the compare-and-swap the whole dispatch path rests on: for
 
 It also keeps capped logs (``append_log``/``read_log``): shadow diffs, quarantined blocks,
 a conversation's stored graph; each keeps its newest entries only.
+
+Per conversation (conversations.py): its canonical turns and cancel generation
+(``open_conversation``, ``conversation``, ``cancel_conversation``), the canonical CAS
+(``commit_turn``: the operation's COMMIT or RECOVER and the turn, atomically), stored
+responses for replay (``save_response``/``load_response``, expired on read and by
+``prune``) and client idempotency keys (taken by ``claim``, atomically with the slot).
 """
 
 from __future__ import annotations
@@ -15,6 +21,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from turngate.errors import StateConflict
+from turngate.state.conversations import (
+    ClientKey,
+    Conversation,
+    KeyHold,
+    StoredResponse,
+    key_reused,
+)
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition, advance
 from turngate.state.manifest import DispatchManifest
 
@@ -105,6 +118,24 @@ def claim_conflict(draft: DispatchManifest, existing: OperationRecord) -> ClaimC
     )
 
 
+def check_client_key(
+    key: ClientKey, hold: KeyHold | None, holder: OperationRecord | None, *, now: float
+) -> None:
+    """Whether a claim may take ``key``: raises ``KeyReused`` (another body) or
+    ``ClaimConflict`` (its operation blocks, so the caller replays it or waits); returns
+    when the key is free, expired, or names an attempt that ended without a turn."""
+    if hold is None or hold.expires_at <= now:
+        return
+    if hold.body_digest != key.body_digest:
+        raise key_reused(key, hold)
+    if holder is not None and holder.state in BLOCKING:
+        raise ClaimConflict(
+            f"turngate: Idempotency-Key names operation '{holder.operation_id}', "
+            f"which is {holder.state}",
+            holder,
+        )
+
+
 def moved_record(
     record: OperationRecord,
     transition: Transition,
@@ -145,7 +176,9 @@ class StateStore(Protocol):
         """True when the store can take writes (``/readyz``)."""
         ...
 
-    async def claim(self, draft: DispatchManifest, *, now: float) -> OperationRecord:
+    async def claim(
+        self, draft: DispatchManifest, *, now: float, client_key: ClientKey | None = None
+    ) -> OperationRecord:
         """The dispatch CAS.
 
         For ``draft``'s (conversation key, revision, cancel generation): when no earlier
@@ -153,6 +186,9 @@ class StateStore(Protocol):
         persist the manifest (with its stamped idempotency key) and record PREPARED then
         DISPATCHING, atomically. Otherwise raise ``ClaimConflict`` carrying that attempt.
         Of many concurrent claims for one key exactly one wins.
+
+        With ``client_key``, in the same step: ``check_client_key`` against what the key
+        holds, and the key is taken for the new operation until its ``expires_at``.
         """
         ...
 
@@ -192,6 +228,58 @@ class StateStore(Protocol):
         """Up to ``limit`` entries of the log ``kind``, newest first; [] for an unknown kind."""
         ...
 
+    # --- conversations (conversations.py) ---
+
+    async def open_conversation(self, key: str, history: list[str], *, now: float) -> Conversation:
+        """The conversation ``key``; created first, adopting ``history`` (the digests of
+        its assistant turns) as its canonical turns, if it does not exist. Atomic."""
+        ...
+
+    async def conversation(self, key: str) -> Conversation | None: ...
+
+    async def cancel_conversation(self, key: str, *, now: float) -> Conversation:
+        """Move the cancel generation on, then CANCEL the conversation's attempts that are
+        in flight or UNKNOWN: their turns can never become canonical."""
+        ...
+
+    async def conversation_operations(self, key: str, *, limit: int) -> list[OperationRecord]:
+        """Up to ``limit`` operations of the conversation, oldest first."""
+        ...
+
+    async def commit_turn(
+        self,
+        operation_id: str,
+        *,
+        digest: str,
+        now: float,
+        handle: str | None = None,
+        response: StoredResponse | None = None,
+    ) -> OperationRecord:
+        """The canonical CAS, atomically: COMMIT (RECOVER when UNKNOWN) the operation, make
+        its turn (``digest``) canonical for its revision (``with_turn``) and keep
+        ``response`` for replay. ``IllegalTransition`` when the attempt no longer holds its
+        slot (taken over, settled, cancelled), ``TurnConflict`` when the conversation
+        refuses the turn, ``KeyError`` for an unknown operation; nothing is written then."""
+        ...
+
+    async def save_response(
+        self, operation_id: str, response: StoredResponse, *, now: float
+    ) -> None:
+        """Keep (or replace) the response replayed for ``operation_id``."""
+        ...
+
+    async def load_response(self, operation_id: str, *, now: float) -> StoredResponse | None:
+        """The stored response, or None when there is none or it expired."""
+        ...
+
+    async def unknown_operations(self, *, limit: int) -> list[OperationRecord]:
+        """Up to ``limit`` UNKNOWN operations, for the recovery task."""
+        ...
+
+    async def prune(self, *, now: float) -> int:
+        """Drop expired responses and client keys; how many went."""
+        ...
+
 
 def check_log_args(kind: str, *, keep: int | None = None, limit: int | None = None) -> None:
     """The arguments every store refuses alike."""
@@ -217,6 +305,6 @@ def open_store(url: str) -> StateStore:
     if url.startswith(("redis://", "rediss://", "unix://")):
         from turngate.state.redis import RedisStore
 
-        store: StateStore = RedisStore(url)
+        store: StateStore = RedisStore.from_url(url)
         return store
     raise ValueError(f"unknown state URL {url!r}: use sqlite:///PATH, memory:// or redis://HOST")
