@@ -1,0 +1,138 @@
+"""The assistant turns of a history, each reduced to the digest a canonical turn is kept by.
+
+With ``Turngate-Conversation-Id`` the k-th assistant turn of a request's history must be the
+k-th turn turngate committed for that conversation. Both sides are compared by
+``turn_digest``, which keeps what the turn says and drops what a client may legitimately
+change when it sends the turn back:
+
+- call ids: Gemini returns none (the client or its SDK may add some), and a client may
+  rename them consistently; calls are compared by position, name and arguments;
+- how text is split into parts: adjacent text blocks are joined, empty ones dropped (a
+  stream's chunks, kept as separate parts, say the same as one string);
+- how arguments are spelled: they are compared as parsed JSON (an object re-serialised by
+  the SDK, Gemini's ``args`` object against OpenAI's string);
+- reasoning: opaque, provider-bound and often not sent back at all (OpenAI Chat never
+  returns it; a Responses client without ``encrypted_content`` drops it). The provider
+  checks its own signatures; an edited reasoning block is its refusal to make;
+- native extras (``attrs``), roles, block ids and order.
+
+Text, refusals, tool calls, media and provider-run tool blocks are compared exactly, so a
+turn that holds only part of a previewed answer, or an edited one, never matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+import orjson
+
+from turngate.graph.codec import canonical_json, digest_of
+from turngate.graph.model import (
+    AnyBlock,
+    AudioBlock,
+    CompressionBlock,
+    FileBlock,
+    ImageBlock,
+    MessageSequence,
+    ReasoningBlock,
+    RefusalBlock,
+    ServerToolBlock,
+    SnippetBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UnknownBlock,
+)
+
+
+@dataclass(frozen=True)
+class HistoryTurn:
+    """One assistant turn of a request: a maximal run of assistant messages."""
+
+    # 0-based: the revision whose answer this turn is.
+    index: int
+    # ``Message.index`` and ``Message.location`` of its first message, for refusals.
+    message_index: int
+    location: str
+    digest: str
+
+
+def history_turns(seq: MessageSequence) -> list[HistoryTurn]:
+    """The assistant turns of ``seq`` in order; as many as ``seq.conversation_revision``."""
+    turns: list[HistoryTurn] = []
+    run: list[AnyBlock] = []
+    first = None
+    for message in (*seq.messages, None):
+        if message is not None and message.role == "assistant":
+            if first is None:
+                first = message
+            run.extend(message.blocks)
+            continue
+        if first is not None:
+            turns.append(HistoryTurn(len(turns), first.index, first.location, turn_digest(run)))
+            run, first = [], None
+    return turns
+
+
+def turn_digest(blocks: Sequence[AnyBlock]) -> str:
+    """The digest a canonical turn is kept and compared by (see the module docstring)."""
+    items: list[Any] = []
+    text: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            text.append(block.text)
+            continue
+        if text:
+            _add_text(items, text)
+            text = []
+        item = _content(block)
+        if item is not None:
+            items.append(item)
+    _add_text(items, text)
+    return digest_of(items)
+
+
+def _add_text(items: list[Any], text: list[str]) -> None:
+    joined = "".join(text)
+    if joined:
+        items.append(["text", joined])
+
+
+def _content(block: AnyBlock) -> list[Any] | None:
+    match block:
+        case ReasoningBlock():
+            return None
+        case ToolCallBlock():
+            return ["tool_call", block.tool_type, block.name, _arguments(block)]
+        case RefusalBlock():
+            return ["refusal", block.text]
+        case ServerToolBlock():
+            return ["server_tool", block.provider, block.name, block.phase]
+        case (
+            TextBlock()
+            | ImageBlock()
+            | AudioBlock()
+            | FileBlock()
+            | SnippetBlock()
+            | CompressionBlock()
+            | ToolResultBlock()
+            | UnknownBlock()
+        ):
+            content = block.semantic()
+            content.pop("attrs", None)
+            content.pop("role", None)
+            return [block.kind, content]
+        case _:
+            assert_never(block)
+
+
+def _arguments(call: ToolCallBlock) -> str:
+    """Arguments as canonical JSON when they parse, else exactly as given."""
+    if call.tool_type != "function":
+        return call.arguments
+    try:
+        return canonical_json(orjson.loads(call.arguments)).decode()
+    except orjson.JSONDecodeError:
+        return call.arguments
