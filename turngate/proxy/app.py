@@ -149,6 +149,15 @@ async def shadow_report(request: web.Request) -> web.Response:
     return _json(report_json(report))
 
 
+def _method_not_allowed(request: web.Request, allowed: str) -> web.Response:
+    method = request.method[:16]
+    response = plain_error(
+        405, f"turngate: {method!r} is not allowed on {request.path[:200]!r}", "method_not_allowed"
+    )
+    response.headers["Allow"] = allowed
+    return response
+
+
 def _count_param(request: web.Request, name: str, default: int) -> int:
     text = request.query.get(name)
     if text is None:
@@ -158,8 +167,17 @@ def _count_param(request: web.Request, name: str, default: int) -> int:
     return int(text)
 
 
+# What the providers' APIs use; TRACE, CONNECT and unknown methods are never relayed.
+RELAYED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_OWN_PATHS = ("/healthz", "/readyz")
+
+
 async def provider_route(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
+    if request.path in _OWN_PATHS or request.path.startswith("/turngate/"):
+        return _method_not_allowed(request, "GET")
+    if request.method not in RELAYED_METHODS:
+        return _method_not_allowed(request, ", ".join(sorted(RELAYED_METHODS)))
     route = match(services.prefixes, request.method, request.path, request.raw_path)
     if route is None:
         return plain_error(
