@@ -241,6 +241,8 @@ class StreamSession:
                     self._pending += out
                     if committed or relay.complete:
                         await self._flush()
+                # Not kept while the next read waits: a held stream costs its state only.
+                del chunk, out
                 handle = relay.handle
                 if handle is not None and handle != self._bound:
                     self._bound = handle

@@ -1,0 +1,403 @@
+"""What turngate's stream commit boundary costs, against a bare aiohttp pass-through, same run.
+
+Run: .venv/bin/python -m bench stream     (or: -m bench.stream_overhead [--quick])
+
+Processes as in bench/proxy_latency.py, each pinned: a fake Chat Completions upstream that
+streams realistic chunks (about 250 bytes each: id, model, fingerprint, one delta), a bare
+aiohttp pass-through that relays the upstream's chunks as they come, and `turngate serve`
+(memory:// and SQLite state). Two streams: 500 chunks of text, and one tool call whose
+arguments come in 500 chunks (turngate holds them and relays the call whole at its stop).
+
+Printed, per stream and proxy:
+
+- time to first byte and total time of one stream (median of the runs), with the upstream
+  writing as fast as it can;
+- the added cost per chunk: (total through the proxy - total direct) / chunks, and
+  turngate's over the bare pass-through's (target <= 1.3x);
+- CPU per chunk in the proxy process (utime + stime from /proc over many streams), with the
+  upstream pacing its chunks (one every 0.5 ms, so each is read on its own, as an LLM's are);
+- peak memory: the proxy's RSS growth while 1,000 streams are held open at once, per
+  1,000 streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from bench.proxy_latency import LOAD_CORE, PROXY_CORE, free_port, start, wait_ready
+
+CHAT = "/v1/chat/completions"
+_STAMP = re.compile(rb"@(\d+)@")
+CHUNKS = 500
+PACE = 0.0005
+HOLD_STREAMS = 1000
+_ENVELOPE = {
+    "id": "chatcmpl-BENCHx0aLkq3N2TtZ5fYpQe9uR8sW",
+    "object": "chat.completion.chunk",
+    "created": 1754693440,
+    "model": "gpt-4o-2024-08-06",
+    "service_tier": "default",
+    "system_fingerprint": "fp_07871e2ad8",
+}
+
+
+# -- what the upstream streams ------------------------------------------------------------
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    body = {**_ENVELOPE, "choices": [choice], "usage": None, "obfuscation": "NA5VZTdCK"}
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def text_stream(chunks: int = CHUNKS) -> list[bytes]:
+    frames = [_chunk({"role": "assistant", "content": "", "refusal": None})]
+    frames += [_chunk({"content": f" word{i}"}) for i in range(chunks)]
+    return [*frames, _chunk({}, "stop"), b"data: [DONE]\n\n"]
+
+
+def tool_arguments(chunks: int = CHUNKS) -> list[str]:
+    """A JSON object cut into ``chunks`` fragments, as a model streams it."""
+    whole = orjson.dumps({"notes": [f"item number {i}" for i in range(chunks // 3)]}).decode()
+    size = -(-len(whole) // chunks)
+    return [whole[at : at + size] for at in range(0, len(whole), size)]
+
+
+def tool_stream(chunks: int = CHUNKS) -> list[bytes]:
+    call = {"index": 0, "id": "call_bench", "type": "function"}
+    opening = {**call, "function": {"name": "write_notes", "arguments": ""}}
+    frames = [_chunk({"role": "assistant", "content": None, "tool_calls": [opening]})]
+    frames += [
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        for piece in tool_arguments(chunks)
+    ]
+    return [*frames, _chunk({}, "tool_calls"), b"data: [DONE]\n\n"]
+
+
+def request(kind: str) -> bytes:
+    body: dict[str, Any] = {
+        "model": f"bench-{kind}",
+        "stream": True,
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    if kind == "tools":
+        schema = {"type": "object", "properties": {"notes": {"type": "array"}}}
+        body["tools"] = [
+            {"type": "function", "function": {"name": "write_notes", "parameters": schema}}
+        ]
+    return orjson.dumps(body)
+
+
+# -- the servers ---------------------------------------------------------------------------
+
+
+def run_upstream(port: int) -> None:
+    streams = {"bench-text": text_stream(), "bench-tools": tool_stream()}
+    release = asyncio.Event()
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        body = orjson.loads(await request.read())
+        model = body["model"]
+        paced, held = model.endswith(("-paced", "-stamped")), model.endswith("-held")
+        kind = model.removesuffix("-paced").removesuffix("-held").removesuffix("-stamped")
+        frames = streams[kind]
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if model.endswith("-stamped"):
+            await stamped(response)
+            return response
+        for at, frame in enumerate(frames):
+            if held and at == len(frames) // 2:
+                await release.wait()
+            await response.write(frame)
+            if paced:
+                await asyncio.sleep(PACE)
+        await response.write_eof()
+        return response
+
+    async def set_release(request: web.Request) -> web.Response:
+        release.set() if request.query.get("on") == "1" else release.clear()
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_post(CHAT, answer)
+    app.router.add_get("/release", set_release)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+async def stamped(response: web.StreamResponse) -> None:
+    """Paced text chunks, each carrying the moment it was written (CLOCK_MONOTONIC, the same
+    clock in every process of the machine)."""
+    await response.write(_chunk({"role": "assistant", "content": ""}))
+    for i in range(CHUNKS):
+        await response.write(_chunk({"content": f" w{i}@{time.perf_counter_ns()}@"}))
+        await asyncio.sleep(PACE)
+    await response.write(_chunk({}, "stop"))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+
+
+def run_bare(port: int, upstream: str) -> None:
+    session_key = web.AppKey("session", aiohttp.ClientSession)
+
+    async def session_ctx(app: web.Application) -> Any:
+        app[session_key] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        yield
+        await app[session_key].close()
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
+        async with request.app[session_key].post(upstream + CHAT, data=body, headers=headers) as up:
+            response = web.StreamResponse(status=up.status)
+            response.content_type = up.content_type
+            await response.prepare(request)
+            async for chunk in up.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    app = web.Application()
+    app.cleanup_ctx.append(session_ctx)
+    app.router.add_post("/openai" + CHAT, forward)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+
+@dataclass
+class Timing:
+    ttfb_ms: float
+    total_ms: float
+
+
+async def one_stream(session: aiohttp.ClientSession, url: str, body: bytes) -> Timing:
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
+    started = time.perf_counter()
+    first = None
+    async with session.post(url, data=body, headers=headers) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"{url}: HTTP {resp.status}: {(await resp.read())[:300]!r}")
+        async for _chunk in resp.content.iter_any():
+            if first is None:
+                first = time.perf_counter()
+    done = time.perf_counter()
+    assert first is not None
+    return Timing((first - started) * 1000, (done - started) * 1000)
+
+
+async def timings(targets: list[Target], body: bytes, runs: int) -> dict[str, Timing]:
+    """One stream per target per round, the rounds alternating targets: load from other
+    jobs on the machine falls on every target alike."""
+    measured: dict[str, list[Timing]] = {t.name: [] for t in targets}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
+        for round_ in range(runs + 3):
+            for target in targets:
+                timing = await one_stream(session, target.url, body)
+                if round_ >= 3:  # warm-up rounds
+                    measured[target.name].append(timing)
+    return {
+        name: Timing(
+            statistics.median(t.ttfb_ms for t in found),
+            statistics.median(t.total_ms for t in found),
+        )
+        for name, found in measured.items()
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def chunk_latency(targets: list[Target], streams: int) -> dict[str, float]:
+    """Median microseconds from the upstream writing a paced text chunk to the client reading
+    it, per target (targets alternate stream by stream)."""
+    body = request("text").replace(b'"bench-text"', b'"bench-text-stamped"')
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
+    latencies: dict[str, list[float]] = {t.name: [] for t in targets}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
+        for round_ in range(streams + 1):
+            for target in targets:
+                seen: list[float] = []
+                async with session.post(target.url, data=body, headers=headers) as resp:
+                    async for chunk in resp.content.iter_any():
+                        now = time.perf_counter_ns()
+                        seen += [(now - int(s)) / 1000 for s in _STAMP.findall(chunk)]
+                if round_:  # the first round warms up
+                    latencies[target.name] += seen
+    return {name: statistics.median(found) for name, found in latencies.items()}
+
+
+async def cpu_per_chunk(targets: list[Target], body: bytes, streams: int) -> dict[str, float]:
+    """Microseconds of each proxy's CPU per upstream chunk: batches of 8 paced streams at a
+    time, the proxies alternating batch by batch."""
+    used = {t.name: 0.0 for t in targets}
+    batches = max(1, streams // 8)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        for batch in range(batches + 1):
+            for target in targets:
+                assert target.pid is not None
+                before = cpu_seconds(target.pid)
+                await asyncio.gather(*(one_stream(session, target.url, body) for _ in range(8)))
+                if batch:  # the first batch warms up
+                    used[target.name] += cpu_seconds(target.pid) - before
+    return {name: seconds / (batches * 8 * CHUNKS) * 1e6 for name, seconds in used.items()}
+
+
+async def held_memory(url: str, upstream: str, pid: int, streams: int) -> float:
+    """The proxy's RSS growth, in MB, while ``streams`` streams are open at once."""
+    body = request("text").replace(b'"bench-text"', b'"bench-text-held"')
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        await (await session.get(upstream + "/release?on=0")).release()
+        baseline = rss_bytes(pid)
+        opened = asyncio.Event()
+        started = 0
+
+        async def hold() -> None:
+            nonlocal started
+            async with session.post(url, data=body, headers=headers) as resp:
+                await resp.content.readany()
+                started += 1
+                if started == streams:
+                    opened.set()
+                await resp.read()
+
+        tasks = [asyncio.create_task(hold()) for _ in range(streams)]
+        await asyncio.wait_for(opened.wait(), 120)
+        peak = rss_bytes(pid)
+        await (await session.get(upstream + "/release?on=1")).release()
+        await asyncio.gather(*tasks)
+    return (peak - baseline) / 1e6
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    name: str
+    url: str
+    pid: int | None
+
+
+async def run(quick: bool) -> None:
+    os.sched_setaffinity(0, {LOAD_CORE})
+    ports = {name: free_port() for name in ("upstream", "bare", "turngate", "turngate-sqlite")}
+    upstream = f"http://127.0.0.1:{ports['upstream']}"
+    me = [sys.executable, "-m", "bench.stream_overhead"]
+    state = Path(tempfile.mkdtemp(prefix="turngate-bench-")) / "state.db"
+    serve = [sys.executable, "-m", "turngate.cli", "serve", "--log-level", "warning"]
+    serve += ["--upstream-openai", upstream]
+    processes = [
+        start([*me, "upstream", str(ports["upstream"])], LOAD_CORE),
+        start([*me, "bare", str(ports["bare"]), upstream], PROXY_CORE),
+        start([*serve, "--port", str(ports["turngate"]), "--state", "memory://"], PROXY_CORE),
+        start(
+            [*serve, "--port", str(ports["turngate-sqlite"]), "--state", f"sqlite://{state}"],
+            PROXY_CORE,
+        ),
+    ]
+    try:
+        await wait_ready(upstream + "/release?on=1")
+        await wait_ready(f"http://127.0.0.1:{ports['bare']}/")
+        await wait_ready(f"http://127.0.0.1:{ports['turngate']}/healthz")
+        await wait_ready(f"http://127.0.0.1:{ports['turngate-sqlite']}/healthz")
+        targets = [
+            Target("direct", upstream + CHAT, None),
+            Target(
+                "bare pass-through",
+                f"http://127.0.0.1:{ports['bare']}/openai{CHAT}",
+                processes[1].pid,
+            ),
+            Target(
+                "turngate (memory)",
+                f"http://127.0.0.1:{ports['turngate']}/openai{CHAT}",
+                processes[2].pid,
+            ),
+            Target(
+                "turngate (sqlite)",
+                f"http://127.0.0.1:{ports['turngate-sqlite']}/openai{CHAT}",
+                processes[3].pid,
+            ),
+        ]
+        runs, streams, held = (20, 16, 200) if quick else (60, 48, HOLD_STREAMS)
+        print(f"cores: proxies on {PROXY_CORE}, upstream + load on {LOAD_CORE}; {CHUNKS} chunks")
+        for kind in ("text", "tools"):
+            await report_kind(kind, targets, runs, streams)
+        print(f"\npeak memory, {held} streams held open at once (RSS growth of the proxy)")
+        for target in targets[1:]:
+            assert target.pid is not None
+            grown = await held_memory(target.url, upstream, target.pid, held)
+            per = grown * 1000 / held
+            print(f"{target.name:<20}{grown:8.1f} MB  = {per:7.1f} MB per 1,000 streams")
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(30)
+
+
+async def report_kind(kind: str, targets: list[Target], runs: int, streams: int) -> None:
+    body = request(kind)
+    results = await timings(targets, body, runs)
+    paced = request(kind).replace(f'"bench-{kind}"'.encode(), f'"bench-{kind}-paced"'.encode())
+    cpu = await cpu_per_chunk([t for t in targets if t.pid is not None], paced, streams)
+    latency = await chunk_latency(targets, max(2, streams // 8)) if kind == "text" else {}
+    print(f"\n{kind}: {CHUNKS} chunks")
+    header = f"{'':<20}{'TTFB ms':>9}{'total ms':>10}{'added us/chunk':>16}{'CPU us/chunk':>14}"
+    print(header + (f"{'chunk latency us':>18}" if latency else ""))
+    direct = results["direct"]
+    added = {name: (r.total_ms - direct.total_ms) * 1000 / CHUNKS for name, r in results.items()}
+    for name, r in results.items():
+        line = f"{name:<20}{r.ttfb_ms:9.2f}{r.total_ms:10.2f}{added[name]:16.1f}"
+        line += f"{cpu[name]:14.1f}" if name in cpu else f"{'':>14}"
+        line += f"{latency[name]:18.0f}" if latency else ""
+        print(line)
+    bare = "bare pass-through"
+    for name in ("turngate (memory)", "turngate (sqlite)"):
+        ratios = [
+            f"unpaced total {added[name] / added[bare]:.2f}x",
+            f"CPU per paced chunk {cpu[name] / cpu[bare]:.2f}x",
+        ]
+        if latency:
+            mine, theirs = latency[name] - latency["direct"], latency[bare] - latency["direct"]
+            ratios.append(f"latency per paced chunk {mine / theirs:.2f}x")
+        print(f"{name} per chunk vs the bare pass-through (target <= 1.3x): " + ", ".join(ratios))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "upstream":
+        run_upstream(int(args[1]))
+    elif args and args[0] == "bare":
+        run_bare(int(args[1]), args[2])
+    else:
+        asyncio.run(run(quick="--quick" in args))
+
+
+if __name__ == "__main__":
+    main()
