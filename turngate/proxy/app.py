@@ -34,6 +34,7 @@ from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
+from turngate.proxy.observe import install_telemetry
 from turngate.proxy.routes import ERROR_API, match, prefixes
 from turngate.proxy.services import DEFAULT_ADAPTERS, Services
 from turngate.proxy.shadow import read_report
@@ -41,6 +42,7 @@ from turngate.proxy.tool_calls import SchemaCache
 from turngate.proxy.upstream import UpstreamTimeouts, new_session, relay, unavailable
 from turngate.settings import Settings
 from turngate.state.store import StateStore, open_store
+from turngate.telemetry.setup import Telemetry, setup_telemetry
 
 log = logging.getLogger("turngate.proxy")
 
@@ -56,12 +58,16 @@ def create_app(
     timeouts: UpstreamTimeouts | None = None,
     policies: PolicyFile | None = None,
     adapters: AdapterRegistry = DEFAULT_ADAPTERS,
+    telemetry: Telemetry | None = None,
 ) -> web.Application:
     """The app for ``settings``; ``store`` defaults to ``open_store(settings.state)``.
 
     ``policies`` defaults to the file ``settings.config`` (or the built-in policy) with the
     ``TURNGATE_POLICY__*`` variables, and ``settings.mode`` as its default mode; ``turngate
     serve`` resolves it itself, applying ``--mode`` only when given.
+
+    ``telemetry`` defaults to ``setup_telemetry()`` from the ``OTEL_*`` variables; tests
+    inject one with an in-memory span exporter and metric reader.
     """
     table = prefixes(settings)
     if policies is None:
@@ -70,6 +76,10 @@ def create_app(
         )
     resolved = policies
     app = web.Application(client_max_size=settings.max_body_bytes)
+    if telemetry is None:
+        telemetry = setup_telemetry(secrets=[credential_secret] if credential_secret else [])
+    # Before the catch-all route (GET /metrics); its cleanup runs after services_ctx's.
+    unknown = install_telemetry(app, telemetry, clock)
     app[BODY_TIMEOUT] = settings.body_timeout
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -80,6 +90,8 @@ def create_app(
         recovered = await chosen.recover(now=clock())
         if recovered:
             log.warning("%d operations left in flight are now UNKNOWN", len(recovered))
+        for record in recovered:
+            unknown.lost(record.operation_id, at=clock())
         session = new_session(timeouts or UpstreamTimeouts(read=settings.upstream_read_timeout))
         app[SERVICES] = Services(
             settings=settings,

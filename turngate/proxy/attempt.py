@@ -42,6 +42,7 @@ from turngate.errors import (
 from turngate.graph.model import MessageSequence
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.errors import error_response
+from turngate.proxy.observe import DispatchObserver, quiet_observer
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.proxy.stream import StreamEnd, StreamSession, plan
@@ -92,6 +93,7 @@ class Attempt:
         record: OperationRecord,
         enforced: bool,
         stream: StreamSession | None = None,
+        observer: DispatchObserver | None = None,
     ) -> None:
         self.request = request
         self.route = route
@@ -110,6 +112,9 @@ class Attempt:
             "Turngate-Manifest-Digest": self.manifest.digest,
             "Turngate-Attempt": str(self.manifest.attempt),
         }
+        # The dispatch's span, metrics and log line fields (observe.py).
+        self.observer = observer if observer is not None else quiet_observer(request)
+        self.observer.claimed(record)
 
     async def run(self, outbound: Outbound) -> web.StreamResponse:
         if self.manifest.stream and self.stream is None:
@@ -122,6 +127,8 @@ class Attempt:
         while True:
             answer = await attempt.run_once(outbound)
             if not isinstance(answer, Retry):
+                if attempt.stream is not None:
+                    self.observer.stream_ended(attempt.stream)
                 return answer
             following = await attempt.next_attempt()
             if not isinstance(following, Attempt):
@@ -130,7 +137,8 @@ class Attempt:
 
     async def run_once(self, outbound: Outbound) -> web.StreamResponse | Retry:
         try:
-            return await self._run(outbound)
+            with self.observer.upstream(self.request.method, self.route.upstream_url):
+                return await self._run(outbound)
         except asyncio.CancelledError:
             await asyncio.shield(self._settle("cancelled"))
             raise
@@ -206,6 +214,7 @@ class Attempt:
             record=record,
             enforced=self.enforced,
             stream=self.stream,
+            observer=self.observer,
         )
         # A conversation-less request is its own slot: its retry is attempt 1 of a new one.
         generation = max(record.manifest.attempt, self.stream.relay.generation + 1)
@@ -225,14 +234,18 @@ class Attempt:
         headers = outbound_headers(self.request.headers, keep_length=False)
         headers["Idempotency-Key"] = self.manifest.idempotency_key
         headers.setdefault("Content-Type", "application/json")
+        self.observer.propagate(headers)
         body = WatchedBody(outbound.body, self._written, content_type=headers["Content-Type"])
-        return await self.services.session.request(
+        self.observer.sending()
+        upstream = await self.services.session.request(
             self.request.method,
             self.route.upstream_url,
             headers=headers,
             data=body,
             allow_redirects=False,
         )
+        self.observer.answered(upstream.status)
+        return upstream
 
     def _written(self) -> None:
         if self._sent is None:
@@ -246,6 +259,7 @@ class Attempt:
 
     async def send_failed(self, exc: BaseException) -> web.StreamResponse:
         error = unavailable(exc)
+        self.observer.transport_failed(error.rule)
         if self._sent is not None:
             await self._sent
             await self.move(Transition.LOSE, detail=error.rule)
@@ -282,6 +296,7 @@ class Attempt:
             log.warning("upstream answer refused for %s: %s", self.manifest.operation_id, exc.rule)
             return self.error(exc)
         await self.move(Transition.COMMIT, handle=turn.handle)
+        self.observer.committed(turn)
         return self.response(upstream, data)
 
     def checked_turn(self, data: bytes) -> AssistantTurn:
@@ -329,6 +344,7 @@ class Attempt:
         except Exception as exc:
             log.error("commit of %s not recorded: %s", self.manifest.operation_id, exc)
             return False
+        self.observer.committed(turn)
         return True
 
     async def still_live(self) -> bool:
@@ -392,10 +408,11 @@ class Attempt:
     async def _transition(
         self, transition: Transition, *, handle: str | None = None, detail: str | None = None
     ) -> None:
-        await self.services.store.transition(
+        record = await self.services.store.transition(
             self.manifest.operation_id,
             transition,
             now=self.services.clock(),
             handle=handle,
             detail=detail,
         )
+        self.observer.moved(transition, record.state, detail)

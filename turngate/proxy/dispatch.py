@@ -46,6 +46,7 @@ from turngate.proxy.attempt import Attempt, Outbound
 from turngate.proxy.body import decode_json, read_body
 from turngate.proxy.credentials import credential_hash
 from turngate.proxy.errors import error_response
+from turngate.proxy.observe import DispatchObserver, observe_dispatch, observer_of
 from turngate.proxy.policy import (
     SHADOW_LOG,
     ShadowInput,
@@ -102,17 +103,35 @@ async def dispatch(
 ) -> web.StreamResponse:
     api = route.api
     assert api is not None, "dispatch is for parsed routes"
+    # One span, one log line per dispatch (observe.py); the line once the answer is out.
+    with observe_dispatch(request, api) as observer:
+        try:
+            return await _dispatch(request, route, api, services, observer)
+        finally:
+            observer.log()
+
+
+async def _dispatch(
+    request: web.Request,
+    route: RouteMatch,
+    api: ApiName,
+    services: Services,
+    observer: DispatchObserver,
+) -> web.StreamResponse:
     try:
         prepared = await prepare(request, route, api, services)
         record = await claim(services.store, prepared.draft, now=services.clock())
     except ClaimConflict as exc:
+        observer.conflict(exc.rule)
         return error_response(api, exc, {"Retry-After": "1"})
     except TurngateError as exc:
         log.info("refused %s %s: %s", request.method, request.path, exc.rule)
+        observer.refused(exc.rule)
         return error_response(api, exc)
     except Exception:
         # A bug before anything was sent: the API's own 500, so the SDK raises as usual.
         log.exception("internal error preparing %s %s", request.method, request.path)
+        observer.refused(InternalError.rule)
         return error_response(api, InternalError("turngate: internal error; nothing was sent"))
     attempt = Attempt(
         request=request,
@@ -122,6 +141,7 @@ async def dispatch(
         seq=prepared.seq,
         record=record,
         enforced=prepared.enforced,
+        observer=observer,
     )
     attempt.headers.update(prepared.headers)
     try:
@@ -147,10 +167,18 @@ async def prepare(
         policy.role_forgery,
     )
     conversation = conversation_id(request)
+    observer = observer_of(request)
+    observer.prepared(
+        model=model,
+        mode=policy.mode,
+        stream=route.info.stream if route.info.stream is not None else seq.stream,
+        conversation=conversation,
+    )
     stored = await stored_graph(services.store, conversation)
     operation_id = "op_" + uuid.uuid4().hex
     shadow: ShadowRecord | None = None
     if decide(policy.mode, seq).enforced:
+        observer.validated(verdict.status, verdict.rules, enforced=True)
         check_known(seq, version, stored)
         refuse_invalid(verdict)
         outbound, final_body = render(adapter, seq, body, raw)
@@ -162,6 +190,9 @@ async def prepare(
         shadow = shadow_outcome(
             services, shadowed, policy=policy, adapter=adapter, version=version, stored=stored
         )
+        # The verdict's rules one per violation (orphans count one by one), then the rest.
+        extra = [rule for rule in shadow.rules if rule not in verdict.rules]
+        observer.validated(verdict.status, [*verdict.rules, *extra], enforced=False)
         if shadow.rules:
             log.warning("shadow: would refuse (%s)", ", ".join(shadow.rules))
         outbound = Outbound(raw, original=True)

@@ -4,7 +4,9 @@ turngate never passes a header value or a raw query string to a logger. The acce
 writes the method, the path with credential query values replaced, the status, the time
 and the operation id. ``SecretFilter`` sits on the output handler as a second line of
 defence: it rewrites anything that still looks like a key (a Bearer token, ``key=``,
-``x-api-key: …``, ``sk-…``) before a record is written.
+``x-api-key: …``, ``sk-…``, ``AIza…``, the configured secrets) before a record is written.
+It is telemetry's ``RedactionFilter``: the text log, the dispatch JSON log, span details
+and captured content share one redaction path (turngate/telemetry/redaction.py).
 """
 
 from __future__ import annotations
@@ -12,27 +14,22 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import Sequence
 
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest, StreamResponse
 
 from turngate.proxy.credentials import CREDENTIAL_QUERY
+from turngate.telemetry.logs import RedactionFilter
+from turngate.telemetry.redaction import DEFAULT_REDACTOR, REDACTED, Redactor
 
 log = logging.getLogger("turngate.proxy")
 access_log = logging.getLogger("turngate.access")
 
-REDACTED = "[REDACTED]"
+__all__ = ["REDACTED", "AccessLogger", "SecretFilter", "configure_logging", "redact_path", "scrub"]
+
 _QUERY_SECRET = re.compile(
     r"(?i)([?&](?:" + "|".join(re.escape(n) for n in CREDENTIAL_QUERY) + r")=)[^&#\s\"']*"
-)
-_SECRET_PATTERNS = (
-    _QUERY_SECRET,
-    re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"),
-    re.compile(
-        r"(?i)((?:authorization|x-api-key|x-goog-api-key|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)"
-        r"[^\s\"',;]+"
-    ),
-    re.compile(r"()\bsk-[A-Za-z0-9_\-]{8,}"),
 )
 
 
@@ -44,20 +41,10 @@ def redact_path(path_qs: str) -> str:
 
 
 def scrub(text: str) -> str:
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(r"\1" + REDACTED, text)
-    return text
+    return DEFAULT_REDACTOR.scrub(text)
 
 
-class SecretFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = scrub(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, ()
-        if record.exc_info and not record.exc_text:
-            record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
-        return True
+SecretFilter = RedactionFilter
 
 
 class AccessLogger(AbstractAccessLogger):
@@ -82,10 +69,10 @@ class AccessLogger(AbstractAccessLogger):
         )
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, *, secrets: Sequence[str] = ()) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(SecretFilter())
+    handler.addFilter(RedactionFilter(Redactor(secrets)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -17,6 +17,7 @@ from turngate.proxy.app import create_app
 from turngate.proxy.limits import server_options
 from turngate.proxy.logs import AccessLogger, access_log, configure_logging
 from turngate.settings import Settings
+from turngate.telemetry.logs import configure_dispatch_log
 
 SHUTDOWN_TIMEOUT = 30.0
 CREDENTIAL_SECRET_VARIABLE = "TURNGATE_CREDENTIAL_SECRET"
@@ -26,12 +27,12 @@ log = logging.getLogger("turngate.proxy")
 
 def serve(settings: Settings, policies: PolicyFile) -> None:
     """Serve with ``policies``, the policy file already resolved (``--config``, ``--mode``)."""
-    configure_logging(settings.log_level)
-    app = create_app(
-        settings,
-        credential_secret=os.environ.get(CREDENTIAL_SECRET_VARIABLE),
-        policies=policies,
-    )
+    secret = os.environ.get(CREDENTIAL_SECRET_VARIABLE)
+    secrets = [secret] if secret else []
+    configure_logging(settings.log_level, secrets=secrets)
+    # One JSON line per dispatch on its own handler, through the same redaction.
+    configure_dispatch_log(settings.log_level, secrets=secrets)
+    app = create_app(settings, credential_secret=secret, policies=policies)
     log.info(
         "turngate serving on http://%s:%d (mode %s, %d policy routes, state %s)",
         settings.host,
