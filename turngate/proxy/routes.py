@@ -92,11 +92,22 @@ def match(table: tuple[Prefix, ...], method: str, path: str, raw_path_qs: str) -
         if not raw_path_qs.startswith(prefix.mount):
             return None
         raw_tail = raw_path_qs[len(prefix.mount) :]
+        if has_dot_segment(raw_tail):
+            return None
         api, info = _parsed(
             prefix.provider, method, prefix.upstream_root + path[len(prefix.mount) :]
         )
         return RouteMatch(prefix, prefix.upstream_root + raw_tail, api, info)
     return None
+
+
+def has_dot_segment(raw_path_qs: str) -> bool:
+    """``.`` or ``..`` as a path segment, literal or percent-encoded (``%2e``, and ``%2f`` or
+    a backslash as the separator): the upstream could resolve it above the prefix's root."""
+    path = raw_path_qs.split("?", 1)[0].lower()
+    for encoded, plain in (("%2e", "."), ("%2f", "/"), ("%5c", "/"), ("\\", "/")):
+        path = path.replace(encoded, plain)
+    return any(segment in (".", "..") for segment in path.split("/"))
 
 
 def _parsed(
