@@ -305,3 +305,24 @@ async def test_metrics_endpoint_of_the_real_app_parses(run: Run) -> None:
         )
     error = frozenset({"api": "anthropic", "status": "500"}.items())
     assert samples[("turngate_upstream_errors_total", error)] == 1
+
+
+async def test_a_shadowed_route_counts_what_it_would_have_refused(
+    traced_stack: TracedStackFactory,
+) -> None:
+    stack = await traced_stack(mode="shadow")
+    stack.upstream.reply(CHAT_ANSWER, path="/v1/chat/completions")
+    with dispatch_log() as log:
+        request, rule = REFUSED[1]
+        status, _ = await stack.post(CHAT, request, OPENAI)
+        lines = log.lines
+    assert status == 200
+    metrics = points(stack.capture.reader)
+    assert "turngate.validator.rejections" not in metrics
+    assert metrics["turngate.validator.shadow_rejections"] == {
+        labels(rule=rule, api="openai_chat"): 1
+    }
+    assert nonzero(metrics["turngate.tool_results.orphaned"]) == by_api({"openai_chat": 2})
+    assert [(line["verdict"], line["state"], line["mode"]) for line in lines] == [
+        ("SHADOWED", "COMMITTED", "shadow")
+    ]
