@@ -116,11 +116,10 @@ def validate(
             turn_ids = set()
         previous_role = role
         for block in message.blocks:
-            kind = type(block)
             # The common kinds in their own role skip the general checks, which would
             # find nothing more: text breaks no structural rule, a call only its own
             # rules (and holds no text to scan), a result of text parts only its call's.
-            if kind is TextBlock:
+            if type(block) is TextBlock:
                 if block.role != role:
                     found.extend(_check_block(message, block, caps))
                 if scan and block.trust == "untrusted":
@@ -128,9 +127,9 @@ def validate(
                     if marker:
                         findings.append(_forgery_violation(message, block, marker))
                 continue
-            if kind is ToolCallBlock and block.role == role:
+            if type(block) is ToolCallBlock and block.role == role:
                 found.extend(_check_call(message, block, caps))
-            elif kind is ToolResultBlock and _plain_result_fits(message, block):
+            elif type(block) is ToolResultBlock and _plain_result_fits(message, block):
                 if scan:
                     findings.extend(_forgery(message, block))
                 continue

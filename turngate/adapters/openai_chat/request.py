@@ -49,7 +49,7 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
     if not isinstance(messages_in, list):
         raise BadRequestBody("'messages' must be a list of messages", rule="invalid_request")
     order = OrderCounter()
-    messages = tuple(parse_message(i, m, order) for i, m in enumerate(messages_in))
+    messages = tuple([parse_message(i, m, order) for i, m in enumerate(messages_in)])
     tools_in = body.get("tools")
     tools = tuple(_parse_tool(t) for t in tools_in) if isinstance(tools_in, list) else ()
     envelope = {k: v for k, v in body.items() if k not in ("messages", "tools")}
@@ -103,15 +103,22 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
     shape, parts = ("string", _NO_PARTS) if isinstance(content, str) else _content_shape(content)
     if role == "tool":
         call_id = native.get("tool_call_id")
+        result_parts: tuple[ContentBlock, ...]
         if shape == "string":
-            result_parts: tuple[AnyBlock, ...] = (
+            result_parts = (
                 new_text_block(
                     id=f"{prefix}.b0.c0", role="tool", order=order.next(), trust=trust, text=content
                 ),
             )
         else:
-            result_parts = tuple(
-                _parse_part(f"{prefix}.b0.c{j}", "tool", p, order) for j, p in enumerate(parts)
+            result_parts = cast(
+                tuple[ContentBlock, ...],
+                tuple(
+                    [
+                        _parse_part(f"{prefix}.b0.c{j}", "tool", p, order)
+                        for j, p in enumerate(parts)
+                    ]
+                ),
             )
         blocks.append(
             new_tool_result(
@@ -120,7 +127,7 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
                 order=order.next(),
                 trust=trust,
                 call_id=call_id if isinstance(call_id, str) else "",
-                content=cast(tuple[ContentBlock, ...], result_parts),
+                content=result_parts,
             )
         )
     elif shape == "string":
