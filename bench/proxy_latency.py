@@ -1,6 +1,7 @@
 """What turngate adds to a request, against a bare aiohttp pass-through, same machine, same run.
 
 Run: .venv/bin/python -m bench proxy     (or: -m bench.proxy_latency [--quick])
+     -m bench.proxy_latency --telemetry [--quick]: tracing and metrics on vs off instead
 
 Three processes, each started here: the fake upstream (a canned Chat completion), a bare
 aiohttp pass-through proxy (read the body, POST it upstream on a shared session, return
@@ -306,6 +307,11 @@ def main(argv: list[str] | None = None) -> None:
         run_upstream(int(args[1]))
     elif args and args[0] == "bare":
         run_bare(int(args[1]), args[2])
+    elif "--telemetry" in args:
+        # Tracing and metrics on vs off through turngate itself (bench/telemetry_proxy.py).
+        from bench.telemetry_proxy import main as telemetry_main
+
+        telemetry_main(args)
     else:
         asyncio.run(run(quick="--quick" in args))
 
