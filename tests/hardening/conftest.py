@@ -31,6 +31,8 @@ class HardStack(Stack):
     attacker: FakeUpstream | None = None
     attacker_host: str = ""
     port: int = 0
+    # Every Turngate-Operation-Id this stack answered with.
+    operation_ids: list[str] = dataclasses.field(default_factory=list)
 
 
 HardFactory = Callable[..., Awaitable[HardStack]]
@@ -58,6 +60,13 @@ def make_hard_stack(aiohttp_server: Any, tmp_path: Path) -> HardFactory:
             credential_secret="test-secret",
             timeouts=UpstreamTimeouts(connect=2.0, read=chosen.upstream_read_timeout),
         )
+        operation_ids: list[str] = []
+
+        async def remember(request: Any, response: Any) -> None:
+            if "Turngate-Operation-Id" in response.headers:
+                operation_ids.append(response.headers["Turngate-Operation-Id"])
+
+        app.on_response_prepare.append(remember)
         server: TestServer = await aiohttp_server(
             app, access_log_class=AccessLogger, access_log=access_log, **server_options(chosen)
         )
@@ -69,6 +78,7 @@ def make_hard_stack(aiohttp_server: Any, tmp_path: Path) -> HardFactory:
             attacker=attacker,
             attacker_host=f"127.0.0.1:{attacker_server.port}",
             port=server.port or 0,
+            operation_ids=operation_ids,
         )
 
     return make

@@ -28,8 +28,11 @@ access_log = logging.getLogger("turngate.access")
 
 __all__ = ["REDACTED", "AccessLogger", "SecretFilter", "configure_logging", "redact_path", "scrub"]
 
+# The credential parameters, and the names clients put other secrets under: the record itself
+# must not hold them (a handler other than ours would write it unfiltered).
+_SECRET_QUERY_NAMES = (*CREDENTIAL_QUERY, "api_key", "api-key", "apikey", "access_token", "token")
 _QUERY_SECRET = re.compile(
-    r"(?i)([?&](?:" + "|".join(re.escape(n) for n in CREDENTIAL_QUERY) + r")=)[^&#\s\"']*"
+    r"(?i)([?&](?:" + "|".join(re.escape(n) for n in _SECRET_QUERY_NAMES) + r")=)[^&#\s\"']*"
 )
 
 
