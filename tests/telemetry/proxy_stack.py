@@ -10,12 +10,16 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp.test_utils import TestServer
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.proxy.fake_upstream import FakeUpstream
 from tests.telemetry.helpers import CREDENTIAL_SECRET, Captured, captured
 from turngate.proxy.app import create_app
 from turngate.proxy.upstream import UpstreamTimeouts
 from turngate.settings import Settings
+from turngate.telemetry.config import TelemetryConfig
+from turngate.telemetry.setup import setup_telemetry
 
 
 @dataclass
@@ -46,12 +50,22 @@ class TracedStack:
             return resp.status, await resp.text()
 
 
+def untraced() -> Captured:
+    """Metrics into an in-memory reader, and no span processor: the no-op tracer."""
+    reader = InMemoryMetricReader()
+    telemetry = setup_telemetry(
+        TelemetryConfig(), metric_readers=[reader], secrets=[CREDENTIAL_SECRET]
+    )
+    return Captured(telemetry, InMemorySpanExporter(), reader)
+
+
 TracedStackFactory = Callable[..., Awaitable[TracedStack]]
 
 
 @pytest.fixture
 def traced_stack(aiohttp_server: Any) -> TracedStackFactory:
-    async def make(**settings: Any) -> TracedStack:
+    async def make(*, tracing: bool = True, **settings: Any) -> TracedStack:
+        """``tracing=False``: metrics only, the no-op tracer (no exporter configured)."""
         upstream = FakeUpstream()
         upstream_server: TestServer = await aiohttp_server(upstream.app(), access_log=None)
         base = f"http://127.0.0.1:{upstream_server.port}"
@@ -62,7 +76,7 @@ def traced_stack(aiohttp_server: Any) -> TracedStackFactory:
             upstream_gemini=base,
             **settings,
         )
-        capture = captured(secrets=[CREDENTIAL_SECRET])
+        capture = captured(secrets=[CREDENTIAL_SECRET]) if tracing else untraced()
         app = create_app(
             chosen,
             credential_secret=CREDENTIAL_SECRET,

@@ -326,3 +326,17 @@ async def test_a_shadowed_route_counts_what_it_would_have_refused(
     assert [(line["verdict"], line["state"], line["mode"]) for line in lines] == [
         ("SHADOWED", "COMMITTED", "shadow")
     ]
+
+
+async def test_with_tracing_off_the_clients_traceparent_goes_up_unchanged(
+    traced_stack: TracedStackFactory,
+) -> None:
+    stack = await traced_stack(tracing=False)
+    assert not stack.capture.telemetry.tracing
+    stack.upstream.reply(CHAT_ANSWER, path="/v1/chat/completions")
+    status, _ = await stack.post(CHAT, chat(), {**OPENAI, "traceparent": CLIENT_PARENT})
+    assert status == 200
+    assert [r.headers["traceparent"] for r in stack.upstream.received] == [CLIENT_PARENT]
+    # Metrics are counted all the same.
+    first_bytes = points(stack.capture.reader)["turngate.stream.time_to_first_byte"]
+    assert {k: v.count for k, v in first_bytes.items()} == by_api({"openai_chat": 1})

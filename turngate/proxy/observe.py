@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from aiohttp import web
@@ -38,7 +39,16 @@ from turngate.telemetry.setup import Telemetry, setup_telemetry
 from turngate.telemetry.tracing import GEN_AI_REQUEST_MODEL, OPERATION_NAME, DispatchSpan
 from turngate.telemetry.tracing import UpstreamSpan as UpstreamCall
 
-UNKNOWN: Final = web.AppKey("unknown_dispatches", UnknownDispatches)
+
+@dataclass(frozen=True)
+class UnknownWatch:
+    """The UNKNOWN dispatches this process knows, and the app's clock they are timed by."""
+
+    dispatches: UnknownDispatches
+    clock: Callable[[], float]
+
+
+UNKNOWN: Final = web.AppKey("unknown_dispatches", UnknownWatch)
 # How a dispatch that was UNKNOWN ended, by the state it reached (RECOVER, or a commit of
 # the canonical CAS, gives COMMITTED; SETTLE gives FAILED; CANCEL gives CANCELLED).
 _RESOLVED: dict[DispatchState, UnknownOutcome] = {
@@ -66,7 +76,7 @@ def install_telemetry(
     app's catch-all route."""
     install(app, telemetry)
     unknown = UnknownDispatches(clock)
-    app[UNKNOWN] = unknown
+    app[UNKNOWN] = UnknownWatch(unknown, clock)
     telemetry.metrics.watch_unknown(unknown.ages)
     return unknown
 
@@ -88,7 +98,7 @@ class DispatchObserver:
         *,
         api: ApiName,
         route: str,
-        unknown: UnknownDispatches | None = None,
+        unknown: UnknownWatch | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.telemetry = telemetry
@@ -184,13 +194,13 @@ class DispatchObserver:
         self.span.state(transition, str(state), detail)
         if self.unknown is None or self.operation_id is None:
             return
-        now = time.time()
+        dispatches, now = self.unknown.dispatches, self.unknown.clock()
         if state is DispatchState.UNKNOWN:
-            self.unknown.lost(self.operation_id, at=now)
+            dispatches.lost(self.operation_id, at=now)
             return
         outcome = _RESOLVED.get(state)
         if outcome is not None:
-            seconds = self.unknown.resolved(self.operation_id, at=now)
+            seconds = dispatches.resolved(self.operation_id, at=now)
             if seconds is not None:
                 self.metrics.unknown_resolved(self.api, seconds, outcome)
 
