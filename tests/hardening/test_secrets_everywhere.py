@@ -97,8 +97,8 @@ async def adversarial_run(stack: HardStack, answers: Answers, mode: str) -> None
 
 
 async def redis_dump(prefix: str) -> bytes:
-    client = Redis.from_url(redis_url())
-    out: list[bytes] = []
+    client: Any = Redis.from_url(redis_url())
+    out: list[Any] = []
     try:
         async for key in client.scan_iter(match=prefix + "*"):
             out.append(key)
@@ -122,7 +122,7 @@ async def redis_dump(prefix: str) -> bytes:
                 raise AssertionError(f"unexpected Redis type {kind} at {key!r}")
     finally:
         await client.aclose()
-    return b"\n".join(out)
+    return b"\n".join(x if isinstance(x, bytes) else str(x).encode() for x in out)
 
 
 @GENAI_AIOHTTP_WARNING
