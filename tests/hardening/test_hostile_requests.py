@@ -13,7 +13,7 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.hardening.conftest import BODY_TIMEOUT, HEADER_TIMEOUT, HardFactory
+from tests.hardening.conftest import BODY_TIMEOUT, HEADER_TIMEOUT, HardFactory, HardStack
 from tests.hardening.wire import (
     ROUTES,
     healthy,
@@ -24,7 +24,7 @@ from tests.hardening.wire import (
 )
 from tests.proxy.helpers import CHAT_ANSWER
 from turngate.proxy.app import SERVICES as SERVICES_KEY
-from turngate.proxy.body import MAX_JSON_DEPTH
+from turngate.proxy.body import MAX_JSON_CONTAINERS, MAX_JSON_DEPTH
 from turngate.proxy.limits import LINGERING_TIME, MAX_FIELD_SIZE, MAX_HEADERS, MAX_LINE_SIZE
 
 SMALL_LIMIT = 64 * 1024
@@ -245,16 +245,7 @@ async def test_slow_clients_are_cut_off_within_the_configured_deadline(
     assert await healthy(stack)
 
 
-async def test_a_million_messages_within_the_byte_limit_cost_bounded_time_and_memory(
-    make_hard_stack: HardFactory,
-) -> None:
-    stack = await make_hard_stack()
-    stack.upstream.reply(CHAT_ANSWER)
-    turns = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
-    request = {"model": "gpt-4o", "messages": turns * 500_000}
-    raw = orjson.dumps(request)
-    assert len(raw) < stack.app[SERVICES_KEY].settings.max_body_bytes
-    del request
+async def post_timed(stack: HardStack, raw: bytes) -> tuple[int, str | None, float, int]:
     gc.collect()
     before = rss_bytes()
     started = time.monotonic()
@@ -271,16 +262,49 @@ async def test_a_million_messages_within_the_byte_limit_cost_bounded_time_and_me
         status, rule = resp.status, resp.headers.get("Turngate-Rejection")
     elapsed = time.monotonic() - started
     gc.collect()
-    grown = rss_bytes() - before
+    return status, rule, elapsed, rss_bytes() - before
+
+
+def conversation_bytes(messages: int) -> bytes:
+    turns = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    return orjson.dumps({"model": "gpt-4o", "messages": turns * (messages // 2)})
+
+
+async def test_a_million_messages_within_the_byte_limit_are_refused_fast(
+    make_hard_stack: HardFactory,
+) -> None:
+    stack = await make_hard_stack()
+    stack.upstream.reply(CHAT_ANSWER)
+    raw = conversation_bytes(1_000_000)
+    assert len(raw) < stack.app[SERVICES_KEY].settings.max_body_bytes
+    status, rule, elapsed, grown = await post_timed(stack, raw)
     print(
-        f"\n1M messages, {len(raw) / 1e6:.1f} MB: status {status} ({rule}), {elapsed:.2f} s, "
-        f"RSS +{grown / 1e6:.0f} MB after the request"
+        f"\n1M messages, {len(raw) / 1e6:.1f} MB: {status} {rule}, {elapsed:.2f} s, "
+        f"RSS {grown / 1e6:+.0f} MB after the request"
     )
-    assert status in (200, 400)
-    # ~20 us per message on an idle machine (linear); the bound leaves room for a busy one.
-    assert elapsed < 90
-    # The request is gone after its answer: what stays is allocator slack, not the graph.
+    assert (status, rule) == (413, "request_too_large")
+    assert elapsed < 10
     assert grown < 300e6
+    assert stack.upstream.received == []
+    assert await healthy(stack)
+
+
+async def test_the_largest_accepted_conversation_costs_bounded_time(
+    make_hard_stack: HardFactory,
+) -> None:
+    stack = await make_hard_stack()
+    stack.upstream.reply(CHAT_ANSWER)
+    # One container per message plus the body itself: just under the limit.
+    raw = conversation_bytes(MAX_JSON_CONTAINERS - 2)
+    status, rule, elapsed, grown = await post_timed(stack, raw)
+    print(
+        f"\n{MAX_JSON_CONTAINERS - 2} messages, {len(raw) / 1e6:.1f} MB: {status} {rule}, "
+        f"{elapsed:.2f} s, RSS {grown / 1e6:+.0f} MB after the request"
+    )
+    assert rule != "request_too_large"
+    # ~13 us per message on an idle machine; the bound leaves room for a busy one.
+    assert elapsed < 30
+    assert grown < 200e6
     assert await healthy(stack)
 
 
