@@ -494,18 +494,27 @@ def _string_leaves(value: object) -> list[str]:
 def _forgery(message: Message, block: AnyBlock) -> list[Violation]:
     if block.trust != "untrusted":
         return []
-    texts: list[str] = []
+    marker = _first_marker(block)
+    return [_forgery_violation(message, block, marker)] if marker else []
+
+
+def _first_marker(block: AnyBlock) -> str | None:
+    """The first role marker in the block's text: its own, its parts', then its value's."""
+    from_tool = block.role == "tool"
     if isinstance(block, TextBlock | SnippetBlock):
-        texts.append(block.text)
-    elif isinstance(block, ToolResultBlock):
-        texts.extend(p.text for p in block.content if isinstance(p, TextBlock | SnippetBlock))
+        return forged_role_marker(block.text, from_tool=from_tool)
+    if isinstance(block, ToolResultBlock):
+        for part in block.content:
+            if isinstance(part, TextBlock | SnippetBlock):
+                marker = forged_role_marker(part.text, from_tool=from_tool)
+                if marker:
+                    return marker
         if block.value is not None:
-            texts.extend(_string_leaves(block.value))
-    for text in texts:
-        marker = forged_role_marker(text, from_tool=block.role == "tool")
-        if marker:
-            return [_forgery_violation(message, block, marker)]
-    return []
+            for text in _string_leaves(block.value):
+                marker = forged_role_marker(text, from_tool=from_tool)
+                if marker:
+                    return marker
+    return None
 
 
 def _forgery_violation(message: Message, block: AnyBlock, marker: str) -> Violation:
