@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -27,6 +28,7 @@ class TracedStack:
     url: str
     upstream: FakeUpstream
     capture: Captured
+    app: web.Application
 
     async def post(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
@@ -84,6 +86,6 @@ def traced_stack(aiohttp_server: Any) -> TracedStackFactory:
             telemetry=capture.telemetry,
         )
         server: TestServer = await aiohttp_server(app, access_log=None)
-        return TracedStack(f"http://127.0.0.1:{server.port}", upstream, capture)
+        return TracedStack(f"http://127.0.0.1:{server.port}", upstream, capture, app)
 
     return make

@@ -10,6 +10,7 @@ race of two requests for one conversation revision, an Anthropic 500.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import orjson
@@ -33,6 +34,9 @@ from tests.telemetry.helpers import (
     span_text,
 )
 from tests.telemetry.proxy_stack import TracedStack, TracedStackFactory, traced_stack
+from turngate.proxy.app import SERVICES
+from turngate.proxy.observe import note_resolved
+from turngate.state.machine import Transition
 from turngate.telemetry.metrics import APIS
 
 __all__ = ["traced_stack"]
@@ -340,3 +344,26 @@ async def test_with_tracing_off_the_clients_traceparent_goes_up_unchanged(
     # Metrics are counted all the same.
     first_bytes = points(stack.capture.reader)["turngate.stream.time_to_first_byte"]
     assert {k: v.count for k, v in first_bytes.items()} == by_api({"openai_chat": 1})
+
+
+async def test_an_unknown_dispatch_settled_later_leaves_the_gauges(
+    traced_stack: TracedStackFactory,
+) -> None:
+    stack = await traced_stack()
+    recorded = frames("openai-chat/cc-text-only.sse")
+    _, cut = cut_after_text(recorded, 1)
+    reply = Reply(body=b"".join(recorded), content_type="text/event-stream", drop_after=cut)
+    stack.upstream.reply(reply, path="/v1/chat/completions")
+    assert await stack.post(CHAT, chat(stream=True), OPENAI) == (200, b"<broken>")
+    assert points(stack.capture.reader)["turngate.dispatch.unknown"] == {frozenset(): 1}
+    store = stack.app[SERVICES].store
+    (lost,) = [s for s in stack.capture.finished() if s.kind is SpanKind.INTERNAL]
+    assert lost.attributes is not None
+    operation_id = str(lost.attributes["turngate.operation_id"])
+    record = await store.transition(operation_id, Transition.SETTLE, now=time.time())
+    note_resolved(stack.app, record)
+    metrics = points(stack.capture.reader)
+    assert metrics["turngate.dispatch.unknown"] == {frozenset(): 0}
+    durations = metrics["turngate.dispatch.unknown_duration"]
+    assert list(durations) == [labels(api="openai_chat", outcome="settled")]
+    assert durations[labels(api="openai_chat", outcome="settled")].count == 1

@@ -81,6 +81,19 @@ def install_telemetry(
     return unknown
 
 
+def note_resolved(app: web.Application, record: OperationRecord) -> None:
+    """An operation moved out of UNKNOWN outside a dispatch (the recovery task's SETTLE or
+    RECOVER, a cancel): the UNKNOWN gauges forget it and ``dispatch.unknown_duration``
+    records how long it was UNKNOWN. Call with the record the transition returned."""
+    watch, telemetry = app.get(UNKNOWN), app.get(TELEMETRY)
+    outcome = _RESOLVED.get(record.state)
+    if watch is None or telemetry is None or outcome is None:
+        return
+    seconds = watch.dispatches.resolved(record.operation_id, at=watch.clock())
+    if seconds is not None:
+        telemetry.metrics.unknown_resolved(record.manifest.api, seconds, outcome)
+
+
 class StreamReport(Protocol):
     """What ``stream_ended`` reads of a StreamSession."""
 
