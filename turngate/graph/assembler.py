@@ -511,7 +511,12 @@ class StreamAssembler:
                     )
         built = None
         if self.builder is not None:
-            built = self.builder(start, stop, block.block_id, start.index)
+            try:
+                built = self.builder(start, stop, block.block_id, start.index)
+            except TurngateError as exc:
+                # The API's parser refused the block's final object: the turn fails here,
+                # like any other block that breaks the rules, not out of ``feed``.
+                raise _Refused(exc.rule, f"block {start.index}: {exc.message}") from exc
             if built is not None:
                 self._check_streamed(block, stop, built)
         if built is None:

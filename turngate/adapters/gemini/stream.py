@@ -24,7 +24,7 @@ import orjson
 from turngate.adapters.gemini.parts import OrderCounter, parse_part
 from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
 from turngate.errors import TurngateError, UpstreamProtocolError
-from turngate.graph.assembler import Commit
+from turngate.graph.assembler import MAX_NESTING, Commit
 from turngate.graph.events import (
     BlockKind,
     BlockStart,
@@ -49,6 +49,8 @@ _SERVER_PARTS: dict[str, Literal["call", "result"]] = {
     "toolCall": "call",
     "toolResponse": "result",
 }
+# Array entries a partialArgs path may skip (left null) past the end of what arrived.
+_MAX_SKIPPED = 1024
 _PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 
 
@@ -265,6 +267,8 @@ def _apply_partial(streaming: dict[str, Any], arg: Any) -> None:
     path = _json_path(_get(arg, "jsonPath"))
     if "stringValue" in arg or "string_value" in arg:
         value: Any = _get(arg, "stringValue")
+        if not isinstance(value, str):
+            raise UpstreamProtocolError("gemini partialArgs stringValue is not a string")
         if streaming["open"] == path:
             value = _lookup(streaming["args"], path) + value
         streaming["open"] = path if _get(arg, "willContinue") is True else None
@@ -295,12 +299,20 @@ def _json_path(text: str) -> list[str | int]:
         at = match.end()
     if not steps:
         raise UpstreamProtocolError("gemini partialArgs jsonPath names no argument")
+    if len(steps) > MAX_NESTING:
+        raise UpstreamProtocolError(f"gemini partialArgs jsonPath deeper than {MAX_NESTING}")
     return steps
 
 
-def _lookup(root: Any, path: list[str | int]) -> Any:
+def _lookup(root: Any, path: list[str | int]) -> str:
+    """The string a continued ``stringValue`` extends (a later entry may have replaced it)."""
     for step in path:
-        root = root[step]
+        fits = (isinstance(root, dict) and isinstance(step, str) and step in root) or (
+            isinstance(root, list) and isinstance(step, int) and step < len(root)
+        )
+        root = root[step] if fits else None
+    if not isinstance(root, str):
+        raise UpstreamProtocolError("gemini partialArgs continues a string that is not there")
     return root
 
 
@@ -311,8 +323,7 @@ def _assign(root: dict[str, Any], path: list[str | int], value: Any) -> None:
         node = _child(node, step, child_default)
     last = path[-1]
     if isinstance(node, list) and isinstance(last, int):
-        while len(node) <= last:
-            node.append(None)
+        _pad(node, last)
         node[last] = value
     elif isinstance(node, dict) and isinstance(last, str):
         node[last] = value
@@ -324,12 +335,18 @@ def _child(node: Any, step: str | int, default: Any) -> Any:
     if isinstance(node, dict) and isinstance(step, str):
         return node.setdefault(step, default)
     if isinstance(node, list) and isinstance(step, int):
-        while len(node) <= step:
-            node.append(None)
+        _pad(node, step)
         if node[step] is None:
             node[step] = default
         return node[step]
     raise UpstreamProtocolError("gemini partialArgs jsonPath does not fit the arguments")
+
+
+def _pad(node: list[Any], index: int) -> None:
+    """Make room for ``index``; an index far past the end would fill memory with nulls."""
+    if index - len(node) > _MAX_SKIPPED:
+        raise UpstreamProtocolError(f"gemini partialArgs index {index} skips past the array end")
+    node.extend([None] * (index + 1 - len(node)))
 
 
 class GeminiStreamEncoder(StreamEncoder):
