@@ -458,6 +458,7 @@ SSE_NOISE = (
     b"id: a\x00b\n",
     b"retry: 10\n",
     b"retry: x\n",
+    b"retry: " + b"9" * 5000 + b"\n",
     b"data: {}\n\n",
     b"data: []\n\n",
     b"data: null\n\n",

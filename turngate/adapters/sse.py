@@ -55,6 +55,9 @@ _BOM = b"\xef\xbb\xbf"
 _LINE_END = re.compile(rb"[\r\n]")
 _CR = 13
 _LF = 10
+# A reconnection time in milliseconds; a longer run of digits is ignored like any invalid
+# value (int() refuses more than 4300 digits, and nobody waits 10**18 ms).
+_MAX_RETRY_DIGITS = 18
 
 DEFAULT_MAX_LINE = 4 * 1024 * 1024
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
@@ -214,7 +217,7 @@ class SSEDecoder:
             if b"\0" not in value:
                 self._id = value.decode("utf-8", "replace")
                 self.last_event_id = self._id
-        elif name == b"retry" and value.isdigit():
+        elif name == b"retry" and value.isdigit() and len(value) <= _MAX_RETRY_DIGITS:
             self._retry = int(value)
         # Any other field name is ignored, as the SSE rules require.
 
