@@ -51,7 +51,8 @@ _SERVER_PARTS: dict[str, Literal["call", "result"]] = {
 }
 # Array entries a partialArgs path may skip (left null) past the end of what arrived.
 _MAX_SKIPPED = 1024
-_PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+# At most 9 digits in an index: int() refuses more than 4300, and no array is that long.
+_PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 
 
 class GeminiStreamDecoder:
