@@ -6,8 +6,9 @@
     ... upstream.received  -> [Received(method, path_qs, headers, body)]
 
 Faults: ``status`` (any code), ``delay`` (seconds before the headers), ``drop_after``
-(bytes of body written, then the connection is aborted), ``hang`` (read the request,
-never answer). ``.sse`` bodies are written one event at a time, like a real stream.
+(bytes of body written, then, ``linger`` seconds later, the connection is aborted), ``hang``
+(read the request, never answer). ``.sse`` bodies are written one event at a time, like a
+real stream.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class Reply:
     delay: float = 0.0
     drop_after: int | None = None
     hang: bool = False
+    # Between the last byte before a drop and the abort. aiohttp's client discards what it
+    # has buffered but not yet handed out once the connection errors, so without this pause
+    # the bytes written before the cut can be lost and the reader sees no body at all.
+    linger: float = 0.25
 
     @classmethod
     def fixture(cls, relative: str, **kwargs: Any) -> Reply:
@@ -105,6 +110,7 @@ class FakeUpstream:
             await response.write(piece)
         if reply.drop_after is not None:
             assert request.transport is not None
+            await asyncio.sleep(reply.linger)
             request.transport.abort()
             return response
         await response.write_eof()

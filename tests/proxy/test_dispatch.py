@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import orjson
 import pytest
 from yarl import URL
 
+from tests.adapters.stream_faults import API_OF_FOLDER
+from tests.adapters.test_stream_encoders import sdk_read
 from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, fixture_params, load_json
 from tests.graph.test_validator_table import TABLE
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import CHAT_ANSWER, JSON, operation, post, states
 from tests.proxy.stack import Stack
+from turngate.adapters.sse import StreamRelay
 from turngate.graph.codec import digest_bytes
+from turngate.graph.model import ApiName
+from turngate.graph.turn import AssistantTurn
 from turngate.proxy.upstream import UpstreamTimeouts
 
 CHAT = "/openai/v1/chat/completions"
@@ -42,6 +47,10 @@ REFUSED_BEFORE_THE_PROVIDER = {
         "responses_reasoning_unbound"
     ),
 }
+
+
+def _relayed_unchanged(path: str) -> bool:
+    return "aiplatform" in path or "v1beta1" in path
 
 
 def recorded_exchanges() -> list[Any]:
@@ -81,12 +90,27 @@ async def test_recorded_requests_go_up_byte_for_byte_and_the_answer_comes_back(
         assert (status_code, status, headers["Turngate-Rejection"]) == (400, 400, refused_first)
         assert stack.upstream.received == []
         return
-    assert (status, body) == (status_code, fixture_bytes(answer))
+    relay = None
+    if answer.endswith(".sse") and not _relayed_unchanged(path):
+        relay = StreamRelay(cast(ApiName, API_OF_FOLDER[answer.split("/", 1)[0]]))
+        # A stream goes through the commit boundary: the client gets exactly what the relay
+        # makes of the recorded bytes (text previews as they came, tool calls whole, marks).
+        relayed = relay.feed(fixture_bytes(answer))
+        tail, outcome = relay.finish()
+        relayed += tail
+        assert isinstance(outcome, AssistantTurn), outcome
+        assert (status, body) == (status_code, relayed)
+        # And the official SDK makes of it the same final message as of the recording.
+        reading = sdk_read(relay.api, body)
+        assert reading.error is None, reading.error
+        assert reading == sdk_read(relay.api, fixture_bytes(answer))
+    else:
+        assert (status, body) == (status_code, fixture_bytes(answer))
     (received,) = stack.upstream.received
     assert received.body == raw
     assert received.path_qs == path.split("/", 2)[2].join(["/", ""])
     assert received.headers["Authorization"] == "Bearer k"
-    if "aiplatform" in path or "v1beta1" in path:
+    if _relayed_unchanged(path):
         # Vertex paths are not parsed routes: relayed unchanged, no operation.
         assert "Turngate-Operation-Id" not in headers
         return
@@ -95,11 +119,18 @@ async def test_recorded_requests_go_up_byte_for_byte_and_the_answer_comes_back(
     assert received.headers["Idempotency-Key"] == record["manifest"]["idempotencyKey"]
     assert headers["Turngate-Manifest-Digest"] == record["manifestDigest"]
     assert headers["Turngate-Attempt"] == "1"
-    expected_end = "COMMITTED" if status_code == 200 else "FAILED"
-    steps = ["PREPARED", "DISPATCHING", "SENT"]
-    if answer.endswith(".sse"):
-        steps.append("STREAMING")
-    assert states(record) == [*steps, expected_end]
+    steps = [("PREPARED", None), ("DISPATCHING", "claim"), ("SENT", "send")]
+    if relay is not None:
+        steps.append(("STREAMING", "stream"))
+        if relay.handle is not None:
+            # The provider's handle is bound as soon as the relay sees it, before the commit.
+            steps.append(("STREAMING", "bind"))
+            assert record["handle"] == relay.handle
+    if status_code == 200:
+        steps.append(("COMMITTED", "commit"))
+    else:
+        steps.append(("FAILED", "fail"))
+    assert [(change["state"], change["transition"]) for change in record["history"]] == steps
     COUNTS["recorded exchanges replayed through the proxy"] += 1
 
 
@@ -191,9 +222,16 @@ async def test_a_body_cut_mid_answer_leaves_the_operation_unknown(stack: Stack):
     assert states(record)[-2:] == ["SENT", "UNKNOWN"]
 
 
+async def _read_into(resp: aiohttp.ClientResponse, received: bytearray) -> None:
+    async for chunk in resp.content.iter_any():
+        received += chunk
+
+
 async def test_a_stream_cut_midway_breaks_the_client_stream_and_is_unknown(stack: Stack):
     stem = "openai-chat/pai-after-parallel-tool-results"
+    # 400 bytes: the upstream is inside its first frame, so a turn has started upstream.
     stack.upstream.reply(Reply.fixture(stem + ".sse", drop_after=400))
+    received = bytearray()
     async with (
         aiohttp.ClientSession() as session,
         session.post(
@@ -202,10 +240,20 @@ async def test_a_stream_cut_midway_breaks_the_client_stream_and_is_unknown(stack
     ):
         assert resp.status == 200
         with pytest.raises(aiohttp.ClientPayloadError):
-            await resp.read()
+            await _read_into(resp, received)
         operation_id = resp.headers["Turngate-Operation-Id"]
+    # The API's own error event, then an aborted connection: never [DONE], no tool call.
+    assert received.startswith(b"data: {")
+    assert b"[DONE]" not in received
+    assert b"tool_calls" not in received
+    *_, last = received.rstrip().split(b"\n\n")
+    assert orjson.loads(last.removeprefix(b"data: "))["error"]["code"] == "stream_truncated"
+    # Bytes came, so it is not retried: one send, and the outcome is unknown, not committed.
+    assert len(stack.upstream.received) == 1
     record = await operation(stack, operation_id)
     assert states(record)[-3:] == ["SENT", "STREAMING", "UNKNOWN"]
+    assert record["history"][-1]["detail"] == "stream_truncated"
+    assert "COMMITTED" not in states(record)
 
 
 async def test_an_upstream_that_never_answers_times_out_as_unknown(make_stack: StackFactory):
