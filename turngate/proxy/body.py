@@ -24,7 +24,7 @@ BODY_TIMEOUT = web.AppKey("body_timeout", float)
 # Objects and arrays in one body. Building the graph costs ~13 us per message, so a body of
 # 1M tiny messages (32 MB) would hold the event loop for ~20 s; real conversations, even
 # tool-heavy ones of thousands of turns, stay far below.
-MAX_JSON_CONTAINERS = 200_000
+MAX_JSON_CONTAINERS = 100_000
 DEFAULT_BODY_TIMEOUT = 60.0
 
 
@@ -80,20 +80,16 @@ def decode_json(raw: bytes) -> dict[str, Any]:
         raise BadRequestBody(
             "turngate: the request body must be a JSON object", rule="invalid_json"
         )
+    # Braces in the bytes bound the containers from above (strings may hold some too): only a
+    # body that could exceed the cap pays for a walk, which stops at the cap.
+    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_CONTAINERS:
+        _check_containers(value)
     if json_depth_exceeds(value, MAX_JSON_DEPTH):
         raise BadRequestBody(
             f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
             rule="json_too_deep",
         )
-    keys, containers = json_shape(value)
-    if containers > MAX_JSON_CONTAINERS:
-        raise BadRequestBody(
-            f"turngate: the request body holds {containers} JSON objects and arrays, more than"
-            f" the limit of {MAX_JSON_CONTAINERS}",
-            rule="request_too_large",
-            status=413,
-        )
-    duplicate = duplicate_key(raw, keys)
+    duplicate = duplicate_key(raw, json_keys(value))
     if duplicate is not None:
         raise BadRequestBody(
             f"turngate: the request body repeats the JSON key {duplicate[:64]!r} in one object",
@@ -140,14 +136,32 @@ def _key_ends(raw: bytes) -> int:
     return count
 
 
-def json_shape(value: dict[str, Any]) -> tuple[int, int]:
-    """(keys, objects and arrays) in ``value``."""
-    count = containers = 0
+def _check_containers(value: dict[str, Any]) -> None:
+    containers = 0
     stack: list[Any] = [value]
     pop, push = stack.pop, stack.append
     while stack:
         node = pop()
         containers += 1
+        if containers > MAX_JSON_CONTAINERS:
+            raise BadRequestBody(
+                f"turngate: the request body holds more than {MAX_JSON_CONTAINERS} JSON objects"
+                " and arrays",
+                rule="request_too_large",
+                status=413,
+            )
+        for child in node.values() if type(node) is dict else node:
+            if type(child) is dict or type(child) is list:
+                push(child)
+
+
+def json_keys(value: dict[str, Any]) -> int:
+    """The keys of every object in ``value``."""
+    count = 0
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
         if type(node) is dict:
             count += len(node)
             for child in node.values():
@@ -157,7 +171,7 @@ def json_shape(value: dict[str, Any]) -> tuple[int, int]:
             for child in node:
                 if type(child) is dict or type(child) is list:
                     push(child)
-    return count, containers
+    return count
 
 
 def _not_json(raw: bytes, exc: orjson.JSONDecodeError) -> BadRequestBody:
