@@ -422,7 +422,10 @@ def request_bodies(api: ApiName) -> st.SearchStrategy[Any]:
 def response_bodies(api: ApiName) -> st.SearchStrategy[Any]:
     seeds = response_seeds(api)
     donors = seeds + frame_payloads(api)
+    # Mostly recorded bodies with a mutation or two; a stream chunk where a body was
+    # expected, and a made-up object, now and then.
     return st.one_of(
+        mutated_json(seeds, donors, max_steps=1) if seeds else json_objects(),
         mutated_json(seeds, donors) if seeds else json_objects(),
         mutated_json(frame_payloads(api), donors) if frame_payloads(api) else json_objects(),
         json_objects(),

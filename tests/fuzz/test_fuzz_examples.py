@@ -19,7 +19,7 @@ import pytest
 
 from tests.fixtures_dir import COUNTS
 from tests.fuzz import caught, drive_relay, drive_request, drive_response
-from tests.fuzz.strategies import TREE, WEATHER
+from tests.fuzz.strategies import TREE
 from turngate.adapters import API_NAMES
 from turngate.adapters.base import RouteInfo
 from turngate.graph.model import ApiName
@@ -28,7 +28,7 @@ EXAMPLES = Path(__file__).parent / "examples"
 EXPECTED: dict[str, dict[str, Any]] = orjson.loads((EXAMPLES / "EXPECTED.json").read_bytes())
 FILES = sorted(p for p in EXAMPLES.iterdir() if p.name != "EXPECTED.json")
 # Schemas EXPECTED.json names instead of spelling them out.
-SCHEMAS = {"TREE": TREE, "WEATHER": WEATHER}
+SCHEMAS = {"TREE": TREE}
 _FRAME_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
 
