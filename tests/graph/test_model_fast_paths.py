@@ -83,6 +83,49 @@ MADE: list[tuple[Any, Any]] = [
         ),
     ),
     (
+        new_tool_call(
+            id="m1.b3",
+            order=5,
+            call_id="c4",
+            name="f",
+            arguments="{}",
+            role="user",
+            trust="trusted",
+        ),
+        ToolCallBlock(
+            id="m1.b3",
+            role="user",
+            order=5,
+            trust="trusted",
+            call_id="c4",
+            name="f",
+            arguments="{}",
+            argument_state="complete",
+        ),
+    ),
+    (
+        new_tool_result(
+            id="m2.b1",
+            role="tool",
+            order=6,
+            trust="untrusted",
+            call_id="c2",
+            content=(),
+            attrs={"is_error": 1},
+            status="error",
+        ),
+        ToolResultBlock(
+            id="m2.b1",
+            role="tool",
+            order=6,
+            trust="untrusted",
+            call_id="c2",
+            content=(),
+            attrs={"is_error": 1},
+            status="error",
+        ),
+    ),
+    (
         new_tool_result(
             id="m2.b0", role="tool", order=5, trust="untrusted", call_id="c1", content=(TEXT,)
         ),

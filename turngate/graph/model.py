@@ -456,8 +456,10 @@ def new_tool_call(
     arguments: str,
     attrs: Attrs | None = None,
     tool_type: Literal["function", "custom"] = "function",
+    role: Role = "assistant",
+    trust: Trust = "untrusted",
 ) -> ToolCallBlock:
-    """An assistant's call, untrusted like all model output.
+    """A call, by default an assistant's, untrusted like all model output.
 
     A function call's arguments are complete when they are one JSON object, a custom
     tool's input always is; the check is kept, so the validator does not parse them again.
@@ -465,9 +467,9 @@ def new_tool_call(
     block = _new(ToolCallBlock)
     complete = tool_type == "custom" or arguments_complete(arguments)
     _set(block, "id", id)
-    _set(block, "role", "assistant")
+    _set(block, "role", role)
     _set(block, "order", order)
-    _set(block, "trust", "untrusted")
+    _set(block, "trust", trust)
     _set(block, "attrs", {} if attrs is None else attrs)
     _set(block, "kind", "tool_call")
     _set(block, "call_id", call_id)
@@ -489,8 +491,9 @@ def new_tool_result(
     call_id: str,
     content: tuple[ContentBlock, ...],
     attrs: Attrs | None = None,
+    status: ResultStatus = "success",
 ) -> ToolResultBlock:
-    """A result with its parts; status success, no name, no structured value."""
+    """A result with its parts; no name, no structured value."""
     block = _new(ToolResultBlock)
     _set(block, "id", id)
     _set(block, "role", role)
@@ -499,7 +502,7 @@ def new_tool_result(
     _set(block, "attrs", {} if attrs is None else attrs)
     _set(block, "kind", "tool_result")
     _set(block, "call_id", call_id)
-    _set(block, "status", "success")
+    _set(block, "status", status)
     _set(block, "name", None)
     _set(block, "content", content)
     _set(block, "value", None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
 from turngate.graph import codec
@@ -221,7 +222,7 @@ def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> S
     if (
         call_id
         and (caps.max_call_id_length is None or len(call_id) <= caps.max_call_id_length)
-        and caps.call_id_pattern is None
+        and (caps.call_id_pattern is None or _compiled(caps.call_id_pattern).fullmatch(call_id))
         and block.argument_state == "complete"
         and (block.tool_type != "function" or block.arguments_are_an_object)
     ):
@@ -238,7 +239,9 @@ def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> S
                 block,
             )
         )
-    elif caps.call_id_pattern is not None and not re.fullmatch(caps.call_id_pattern, call_id):
+    elif caps.call_id_pattern is not None and not _compiled(caps.call_id_pattern).fullmatch(
+        call_id
+    ):
         out.append(
             violation(
                 INVALID_CALL_ID,
@@ -261,6 +264,9 @@ def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> S
         )
     return out
 
+
+# A capability's call-id pattern, compiled once (re.fullmatch looks it up in re's cache).
+_compiled = cache(re.compile)
 
 # Lives in codec (the model checks arguments once, when a call is built); adapters import
 # it from here.

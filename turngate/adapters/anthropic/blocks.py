@@ -34,6 +34,9 @@ from turngate.graph.model import (
     ToolCallBlock,
     ToolResultBlock,
     UnknownBlock,
+    new_text_block,
+    new_tool_call,
+    new_tool_result,
 )
 
 API: ApiName = "anthropic"
@@ -119,10 +122,13 @@ class BlockParser:
         """Text, image, document: the kinds that may also sit inside a tool result."""
         kind = part.get("type")
         if kind == "text" and isinstance(part.get("text"), str):
-            return TextBlock(
+            return new_text_block(
+                id=block_id,
+                role=role,
+                order=next(self._order),
+                trust=default_trust(role),
                 text=part["text"],
                 attrs=remainder(part, _TEXT_FIELDS),
-                **self.common(block_id, role),
             )
         if kind in ("image", "document"):
             media = self._media(block_id, role, part, kind)
@@ -203,13 +209,16 @@ class BlockParser:
                 native_type="tool_use", attrs=dict(part), **self.common(block_id, role)
             )
         if isinstance(arguments, dict):
-            return ToolCallBlock(
+            # An object's dump is one JSON object: the call is complete.
+            return new_tool_call(
+                id=block_id,
+                order=next(self._order),
                 call_id=call_id if isinstance(call_id, str) else "",
                 name=name,
                 arguments=_dumps(arguments),
-                argument_state="complete",
                 attrs=remainder(part, _TOOL_USE_FIELDS),
-                **self.common(block_id, role),
+                role=role,
+                trust=default_trust(role),
             )
         # ``input`` must be an object. Anything else (often a JSON string cut off by a broken
         # gateway) is kept as sent and marked incomplete, so the call never runs.
@@ -235,7 +244,15 @@ class BlockParser:
         parts: list[AnyBlock] = []
         if isinstance(content, str):
             attrs["$content"] = "string"
-            parts.append(TextBlock(text=content, **self.common(f"{block_id}.c0", "tool")))
+            parts.append(
+                new_text_block(
+                    id=f"{block_id}.c0",
+                    role="tool",
+                    order=next(self._order),
+                    trust=default_trust("tool"),
+                    text=content,
+                )
+            )
         elif isinstance(content, list):
             for k, item in enumerate(content):
                 parts.extend(self._result_part(f"{block_id}.c{k}", item))
@@ -244,12 +261,15 @@ class BlockParser:
         else:
             attrs["content"] = content
             attrs["$content"] = "absent"
-        return ToolResultBlock(
+        return new_tool_result(
+            id=block_id,
+            role="tool",
+            order=next(self._order),
+            trust=default_trust("tool"),
             call_id=call_id if isinstance(call_id, str) else "",
-            status="error" if is_error is True else "success",
             content=cast(tuple[ContentBlock, ...], tuple(parts)),
             attrs=attrs,
-            **self.common(block_id, "tool"),
+            status="error" if is_error is True else "success",
         )
 
     def _result_part(self, block_id: str, item: Any) -> list[AnyBlock]:

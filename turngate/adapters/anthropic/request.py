@@ -25,7 +25,7 @@ from turngate.adapters.anthropic.blocks import (
     native_fields,
     render_blocks,
 )
-from turngate.adapters.base import RouteInfo, merged, remainder
+from turngate.adapters.base import RouteInfo, default_trust, merged, remainder
 from turngate.errors import BadRequestBody
 from turngate.graph.model import (
     AnyBlock,
@@ -35,6 +35,8 @@ from turngate.graph.model import (
     TextBlock,
     ToolDef,
     UnknownBlock,
+    new_message,
+    new_text_block,
 )
 
 ADAPTER_ID = "anthropic@1"
@@ -108,8 +110,16 @@ class RequestParser(BlockParser):
         attrs = remainder(native, _MESSAGE_FIELDS)
         content = native.get("content", ABSENT)
         if isinstance(content, str):
-            text = TextBlock(text=content, **self.common(f"{prefix}.b0", role))
-            return [Message(index=index, role=role, blocks=(text,), shape="string", attrs=attrs)]
+            text = new_text_block(
+                id=f"{prefix}.b0",
+                role=role,
+                order=next(self._order),
+                trust=default_trust(role),
+                text=content,
+            )
+            return [
+                new_message(index=index, role=role, blocks=(text,), shape="string", attrs=attrs)
+            ]
         if isinstance(content, Absent):
             return [Message(index=index, role=role, blocks=(), shape="absent", attrs=attrs)]
         if not isinstance(content, list):
@@ -133,7 +143,7 @@ class RequestParser(BlockParser):
             blocks.extend(self.block(f"{prefix}.b{j}", role, part))
         if blocks or not out:
             out.append(
-                Message(index=index, role=role, blocks=tuple(blocks), shape=shape, attrs=attrs)
+                new_message(index=index, role=role, blocks=tuple(blocks), shape=shape, attrs=attrs)
             )
         return out
 
