@@ -257,9 +257,10 @@ class StreamSession:
                 if relay.complete:
                     return Stop.COMPLETE, received
         except TRANSPORT_ERRORS as exc:
+            received = _arrived(upstream, received)
             log.info("upstream stream broke (%s) after %d bytes", type(exc).__name__, received)
             return Stop.DROPPED, received
-        return Stop.EOF, received
+        return Stop.EOF, _arrived(upstream, received)
 
     async def _end(self, owner: StreamOwner, stop: Stop, received: int) -> StreamEnd:
         relay = self.relay
@@ -405,3 +406,13 @@ class StreamSession:
             await response.write_eof()
         except ConnectionResetError as exc:
             raise ClientGone from exc
+
+
+def _arrived(upstream: aiohttp.ClientResponse, read: int) -> int:
+    """Bytes the upstream sent, read or not.
+
+    aiohttp raises a dropped connection before handing out what it had already buffered;
+    those bytes were never relayed, but they came, so the attempt is not retry-safe.
+    """
+    total = getattr(upstream.content, "total_bytes", 0)
+    return max(read, total if isinstance(total, int) else 0)
