@@ -113,6 +113,7 @@ MADE: list[tuple[Any, Any]] = [
             content=(),
             attrs={"is_error": 1},
             status="error",
+            name="lookup",
         ),
         ToolResultBlock(
             id="m2.b1",
@@ -123,6 +124,7 @@ MADE: list[tuple[Any, Any]] = [
             content=(),
             attrs={"is_error": 1},
             status="error",
+            name="lookup",
         ),
     ),
     (

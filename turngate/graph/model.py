@@ -492,8 +492,9 @@ def new_tool_result(
     content: tuple[ContentBlock, ...],
     attrs: Attrs | None = None,
     status: ResultStatus = "success",
+    name: str | None = None,
 ) -> ToolResultBlock:
-    """A result with its parts; no name, no structured value."""
+    """A result with its parts (no structured value)."""
     block = _new(ToolResultBlock)
     _set(block, "id", id)
     _set(block, "role", role)
@@ -503,7 +504,7 @@ def new_tool_result(
     _set(block, "kind", "tool_result")
     _set(block, "call_id", call_id)
     _set(block, "status", status)
-    _set(block, "name", None)
+    _set(block, "name", name)
     _set(block, "content", content)
     _set(block, "value", None)
     return block

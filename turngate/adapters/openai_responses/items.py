@@ -28,15 +28,17 @@ from turngate.graph.model import (
     RefusalBlock,
     Role,
     ServerToolBlock,
-    TextBlock,
-    ToolCallBlock,
     ToolResultBlock,
     UnknownBlock,
+    new_message,
+    new_text_block,
+    new_tool_call,
+    new_tool_result,
 )
-from turngate.graph.validator import arguments_complete
 
 API: ApiName = "openai_responses"
 MESSAGE_ROLES: frozenset[str] = frozenset({"user", "assistant", "system", "developer"})
+_TEXT_FIELDS = frozenset({"text"})
 
 # Provider-run (hosted) tool items, kept opaque as ServerToolBlocks. The model emits the
 # calls; the ``*_output`` items and approval responses are the client's answers.
@@ -124,7 +126,7 @@ class ItemParser:
         if isinstance(block, ToolResultBlock):
             output = item.get("output")
             shape = "string" if isinstance(output, str) else "parts"
-        return Message(index=index, role=role, blocks=(block,), origin=self.origin, shape=shape)
+        return new_message(index=index, role=role, blocks=(block,), origin=self.origin, shape=shape)
 
     # --- message items ---------------------------------------------------------------
 
@@ -141,7 +143,15 @@ class ItemParser:
             shape = "absent"
         elif isinstance(content, str):
             shape = "string"
-            blocks.append(TextBlock(text=content, **self.common(f"{prefix}.b0", role)))
+            blocks.append(
+                new_text_block(
+                    id=f"{prefix}.b0",
+                    role=role,
+                    order=self.order.next(),
+                    trust=default_trust(role),
+                    text=content,
+                )
+            )
         elif isinstance(content, list):
             shape = "parts"
             for j, part in enumerate(content):
@@ -150,7 +160,7 @@ class ItemParser:
             shape = "opaque"
             native = f"content:{type(content).__name__}"
             blocks.append(self._unknown(prefix, role, native, {"value": content}))
-        return Message(
+        return new_message(
             index=index,
             role=role,
             blocks=tuple(blocks),
@@ -169,7 +179,14 @@ class ItemParser:
         kind = part.get("type")
         text = part.get("text")
         if kind in ("input_text", "output_text") and isinstance(text, str):
-            return TextBlock(text=text, attrs=remainder(part, frozenset({"text"})), **common)
+            return new_text_block(
+                id=block_id,
+                role=role,
+                order=common["order"],
+                trust=common["trust"],
+                text=text,
+                attrs=remainder(part, _TEXT_FIELDS),
+            )
         refusal = part.get("refusal")
         if kind == "refusal" and isinstance(refusal, str):
             return RefusalBlock(
@@ -210,15 +227,15 @@ class ItemParser:
         if not (isinstance(name, str) and isinstance(data, str)):
             return self._unknown(prefix, "assistant", f"{kind} (malformed)", item)
         modelled = {"name", data_key} | ({"call_id"} if isinstance(call_id, str) else set())
-        complete = tool_type == "custom" or arguments_complete(data)
-        return ToolCallBlock(
+        # Complete when a custom tool's, or one JSON object (new_tool_call checks).
+        return new_tool_call(
+            id=f"{prefix}.b0",
+            order=self.order.next(),
             call_id=call_id if isinstance(call_id, str) else "",
             name=name,
             arguments=data,
-            argument_state="complete" if complete else "incomplete",
-            tool_type=tool_type,
             attrs=remainder(item, frozenset(modelled)),
-            **self.common(f"{prefix}.b0", "assistant"),
+            tool_type=tool_type,
         )
 
     def _output(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
@@ -228,16 +245,27 @@ class ItemParser:
         block_id = f"{prefix}.b0"
         parts: list[AnyBlock]
         if isinstance(output, str):
-            parts = [TextBlock(text=output, **self.common(f"{block_id}.c0", "tool"))]
+            parts = [
+                new_text_block(
+                    id=f"{block_id}.c0",
+                    role="tool",
+                    order=self.order.next(),
+                    trust=default_trust("tool"),
+                    text=output,
+                )
+            ]
         else:
             parts = [self.part(f"{block_id}.c{k}", "tool", p) for k, p in enumerate(output)]
         modelled = {"call_id", "output"} | ({"name"} if isinstance(name, str) else set())
-        return ToolResultBlock(
+        return new_tool_result(
+            id=block_id,
+            role="tool",
+            order=self.order.next(),
+            trust=default_trust("tool"),
             call_id=call_id,
-            name=name if isinstance(name, str) else None,
             content=cast(tuple[ContentBlock, ...], tuple(parts)),
             attrs=remainder(item, frozenset(modelled)),
-            **self.common(block_id, "tool"),
+            name=name if isinstance(name, str) else None,
         )
 
     # --- reasoning, hosted tools, compaction, references ---------------------------------
