@@ -14,6 +14,8 @@
 | --header-timeout       | TURNGATE_HEADER_TIMEOUT      | 30 (s: request line + headers; idle)  |
 | --body-timeout         | TURNGATE_BODY_TIMEOUT        | 60 (s: the whole request body)        |
 | --upstream-read-timeout| TURNGATE_UPSTREAM_READ_TIMEOUT| 600 (s between two upstream reads)   |
+| --replay-ttl           | TURNGATE_REPLAY_TTL          | 86400 (s a committed answer is replayed)|
+| --unknown-deadline     | TURNGATE_UNKNOWN_DEADLINE    | 600 (s from its start to settle UNKNOWN)|
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ class Settings:
     header_timeout: float = 30.0
     body_timeout: float = 60.0
     upstream_read_timeout: float = 600.0
+    # Seconds a committed answer (and a client's Idempotency-Key) is kept for replay.
+    replay_ttl: float = 24 * 3600.0
+    # Seconds after its manifest was created that an UNKNOWN attempt is taken to be over
+    # (SETTLE), so its revision may be answered again.
+    unknown_deadline: float = 600.0
 
 
 # (flag, variable, attribute, type)
@@ -62,6 +69,8 @@ _OPTIONS: tuple[tuple[str, str, str, type], ...] = (
     ("--header-timeout", "TURNGATE_HEADER_TIMEOUT", "header_timeout", float),
     ("--body-timeout", "TURNGATE_BODY_TIMEOUT", "body_timeout", float),
     ("--upstream-read-timeout", "TURNGATE_UPSTREAM_READ_TIMEOUT", "upstream_read_timeout", float),
+    ("--replay-ttl", "TURNGATE_REPLAY_TTL", "replay_ttl", float),
+    ("--unknown-deadline", "TURNGATE_UNKNOWN_DEADLINE", "unknown_deadline", float),
 )
 
 
@@ -102,4 +111,7 @@ def settings_from_args(
     mode = values.get("mode", "enforce")
     if mode not in MODES:
         raise SettingsError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    for attribute in ("replay_ttl", "unknown_deadline"):
+        if float(values.get(attribute, 1.0)) <= 0:  # type: ignore[arg-type]
+            raise SettingsError(f"{attribute} must be a positive number of seconds")
     return Settings(**values)  # type: ignore[arg-type]
