@@ -27,6 +27,7 @@ from turngate.policies.config import PolicyFile
 from turngate.proxy.app import create_app
 from turngate.proxy.upstream import UpstreamTimeouts
 from turngate.settings import Settings
+from turngate.state.conversations import ClientKey, StoredResponse
 from turngate.state.machine import DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.memory import MemoryStore
@@ -63,10 +64,31 @@ class RecordingStore:
     async def ping(self) -> bool:
         return await self.inner.ping()
 
-    async def claim(self, draft: DispatchManifest, *, now: float) -> OperationRecord:
-        record = await self.inner.claim(draft, now=now)
+    async def claim(
+        self, draft: DispatchManifest, *, now: float, client_key: ClientKey | None = None
+    ) -> OperationRecord:
+        record = await self.inner.claim(draft, now=now, client_key=client_key)
         self.claimed.append(record.operation_id)
         return record
+
+    async def commit_turn(
+        self,
+        operation_id: str,
+        *,
+        digest: str,
+        now: float,
+        handle: str | None = None,
+        response: StoredResponse | None = None,
+    ) -> OperationRecord:
+        if Transition.COMMIT in self.refuse:
+            raise ConnectionError("refused the commit for the test")
+        return await self.inner.commit_turn(
+            operation_id, digest=digest, now=now, handle=handle, response=response
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # The rest of the store contract (conversations, replay data) passes through.
+        return getattr(self.inner, name)
 
     async def transition(
         self,

@@ -289,7 +289,12 @@ async def test_a_second_dispatch_for_the_same_conversation_revision_conflicts(st
     assert record["manifest"]["conversationId"] == "conv-42"
     assert record["manifest"]["conversationRevision"] == 0
 
+    # The same request again is a retry: the committed answer, replayed (issue 6).
     status, headers, body = await post(stack, CHAT, raw, conversation)
+    assert (status, headers["Turngate-Replay"]) == (200, "1")
+    # Another request for the same revision conflicts with its committed turn.
+    other = orjson.dumps({**orjson.loads(raw), "temperature": 0.5})
+    status, headers, body = await post(stack, CHAT, other, conversation)
     assert status == 409
     assert headers["Retry-After"] == "1"
     assert headers["Turngate-Rejection"] == "dispatch_conflict"

@@ -4,17 +4,21 @@
     GET /readyz                           the state store answers
     GET /turngate/v1/operations/{id}      an operation's manifest, state and history
     GET /turngate/v1/shadow               the shadow report (what enforcing would have done)
+    GET /turngate/v1/conversations/{id}   revision, cancel generation, canonical turns, operations
+    POST /turngate/v1/conversations/{id}/cancel    move the conversation's cancel generation on
     *   /openai/v1/… /anthropic/… /gemini/…   parsed routes are dispatched, the rest relayed
     anything else                         404
 
 The shared ClientSession and the state store are opened in ``cleanup_ctx``; at start the
-store moves operations a crash left in flight to UNKNOWN. The policy file is loaded when the
-app is created, so a bad one refuses to start (``PolicyConfigError``).
+store moves operations a crash left in flight to UNKNOWN, and a background task
+(proxy/recovery.py) settles UNKNOWN ones once their deadline has passed. The policy file is
+loaded when the app is created, so a bad one refuses to start (``PolicyConfigError``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -30,11 +34,13 @@ from turngate.policies.loading import load_serving_policy
 from turngate.policies.pins import AdapterRegistry
 from turngate.policies.report import report_json
 from turngate.policies.tokens import load_encodings
+from turngate.proxy import conversation
 from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
 from turngate.proxy.observe import install_telemetry
+from turngate.proxy.recovery import recovery_loop
 from turngate.proxy.routes import ERROR_API, match, prefixes
 from turngate.proxy.services import DEFAULT_ADAPTERS, Services
 from turngate.proxy.shadow import read_report
@@ -104,9 +110,14 @@ def create_app(
             policies=resolved,
             adapters=adapters,
         )
+        # Settles UNKNOWN attempts past their deadline, takes over stopped Redis replicas.
+        recovering = asyncio.create_task(recovery_loop(app[SERVICES]), name="turngate-recovery")
         try:
             yield
         finally:
+            recovering.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recovering
             await app[SERVICES].drain()
             await session.close()
             await chosen.close()
@@ -116,6 +127,8 @@ def create_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/turngate/v1/operations/{operation_id}", operation)
     app.router.add_get("/turngate/v1/shadow", shadow_report)
+    app.router.add_get("/turngate/v1/conversations/{conversation_id}", show_conversation)
+    app.router.add_post("/turngate/v1/conversations/{conversation_id}/cancel", cancel_conversation)
     app.router.add_route("*", "/{tail:.*}", provider_route)
     return app
 
@@ -143,6 +156,15 @@ async def operation(request: web.Request) -> web.Response:
     if record is None:
         return plain_error(404, f"turngate: no operation {operation_id!r}", "operation_not_found")
     return _json(record.to_json())
+
+
+async def show_conversation(request: web.Request) -> web.Response:
+    return await conversation.show(request, request.app[SERVICES].store)
+
+
+async def cancel_conversation(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    return await conversation.cancel(request, services.store, now=services.clock())
 
 
 async def shadow_report(request: web.Request) -> web.Response:

@@ -43,6 +43,7 @@ from turngate.graph.model import MessageSequence
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.errors import error_response
 from turngate.proxy.observe import DispatchObserver, quiet_observer
+from turngate.proxy.replay import RecordedStream, commit_answer, commit_streamed, quietly
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.proxy.stream import StreamEnd, StreamSession, plan
@@ -162,7 +163,7 @@ class Attempt:
     def open_stream(self) -> StreamSession:
         buffer = self.services.policy.stream_text == "buffer"
         stream_plan = plan(self.request.headers, self.seq, enforced=self.enforced, buffer=buffer)
-        return StreamSession(
+        return RecordedStream(
             self.request,
             api=self.adapter.api,
             plan=stream_plan,
@@ -295,7 +296,10 @@ class Attempt:
             await self.move(Transition.FAIL, detail=exc.rule)
             log.warning("upstream answer refused for %s: %s", self.manifest.operation_id, exc.rule)
             return self.error(exc)
-        await self.move(Transition.COMMIT, handle=turn.handle)
+        content_type = upstream.headers.get("Content-Type", "application/json")
+        refused = await commit_answer(self, turn, upstream.status, content_type, data)
+        if refused is not None:
+            return self.error(refused)
         self.observer.committed(turn)
         return self.response(upstream, data)
 
@@ -340,7 +344,7 @@ class Attempt:
         stream fail, never its end)."""
         self.open = False
         try:
-            await self._transition(Transition.COMMIT, handle=turn.handle)
+            await commit_streamed(self, turn)
         except Exception as exc:
             log.error("commit of %s not recorded: %s", self.manifest.operation_id, exc)
             return False
@@ -397,6 +401,13 @@ class Attempt:
             self.open = False
         try:
             await self._transition(transition, handle=handle, detail=detail)
+        except asyncio.CancelledError:
+            # Its handler was cancelled (the client gone), maybe before the store took the
+            # write (a cancelled SQLite job that had not started never runs): record it
+            # anyway, then stay cancelled. A write that had landed is refused as illegal.
+            again = self._transition(transition, handle=handle, detail=detail)
+            self.services.in_background(quietly(again))
+            raise
         except Exception as exc:
             log.error(
                 "state %s for %s not recorded: %s",

@@ -44,6 +44,8 @@ from turngate.policies.modes import decide
 from turngate.policies.pins import AdapterVersion
 from turngate.proxy.attempt import Attempt, Outbound
 from turngate.proxy.body import decode_json, read_body
+from turngate.proxy.conflicts import answer_conflict, retry_after
+from turngate.proxy.conversation import checked_conversation
 from turngate.proxy.credentials import credential_hash
 from turngate.proxy.errors import error_response
 from turngate.proxy.observe import DispatchObserver, observe_dispatch, observer_of
@@ -60,8 +62,10 @@ from turngate.proxy.policy import (
     shadow_outcome,
     stored_graph,
 )
+from turngate.proxy.replay import client_key, keep_streamed
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
+from turngate.state.conversations import ClientKey
 from turngate.state.manifest import DispatchManifest
 from turngate.state.store import ClaimConflict, OperationRecord, StateStore
 
@@ -96,6 +100,8 @@ class Prepared:
     shadow: ShadowRecord | None = None
     # The conversation's graph to keep (policy.graph_to_store), after the claim.
     graph: dict[str, Any] | None = None
+    # The client's Idempotency-Key, taken by the claim (enforced requests only).
+    client_key: ClientKey | None = None
 
 
 async def dispatch(
@@ -120,10 +126,10 @@ async def _dispatch(
 ) -> web.StreamResponse:
     try:
         prepared = await prepare(request, route, api, services)
-        record = await claim(services.store, prepared.draft, now=services.clock())
+        claimed = await claim_or_answer(request, route, services, prepared)
     except ClaimConflict as exc:
         observer.conflict(exc.rule)
-        return error_response(api, exc, {"Retry-After": "1"})
+        return error_response(api, exc, {"Retry-After": retry_after(exc)})
     except TurngateError as exc:
         log.info("refused %s %s: %s", request.method, request.path, exc.rule)
         observer.refused(exc.rule)
@@ -133,19 +139,23 @@ async def _dispatch(
         log.exception("internal error preparing %s %s", request.method, request.path)
         observer.refused(InternalError.rule)
         return error_response(api, InternalError("turngate: internal error; nothing was sent"))
+    if isinstance(claimed, web.StreamResponse):
+        return claimed  # the committed answer, replayed: nothing is sent
     attempt = Attempt(
         request=request,
         route=route,
         services=services.for_route(prepared.policy),
         adapter=prepared.adapter,
         seq=prepared.seq,
-        record=record,
+        record=claimed,
         enforced=prepared.enforced,
         observer=observer,
     )
     attempt.headers.update(prepared.headers)
     try:
-        return await attempt.run(prepared.outbound)
+        answer = await attempt.run(prepared.outbound)
+        await keep_streamed(services, attempt.stream)
+        return answer
     finally:
         # After the answer: a shadow record is not worth an fsync of the client's latency.
         services.in_background(keep_after_claim(services, prepared))
@@ -177,6 +187,7 @@ async def prepare(
     stored = await stored_graph(services.store, conversation)
     operation_id = "op_" + uuid.uuid4().hex
     shadow: ShadowRecord | None = None
+    generation = 0
     if decide(policy.mode, seq).enforced:
         observer.validated(verdict.status, verdict.rules, enforced=True)
         check_known(seq, version, stored)
@@ -185,6 +196,12 @@ async def prepare(
         await admit_or_ask(
             request, route, services, policy=policy, seq=seq, final_body=final_body, model=model
         )
+        if conversation is not None:
+            # Last before the claim: only a request that passed everything adopts a history.
+            known = await checked_conversation(
+                services.store, conversation, seq, now=services.clock()
+            )
+            generation = known.cancel_generation
     else:
         shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id)
         shadow = shadow_outcome(
@@ -206,7 +223,12 @@ async def prepare(
         version=version,
         operation_id=operation_id,
         conversation=conversation,
+        cancel_generation=generation,
     )
+    key = None
+    if shadow is None:
+        ttl, now = services.settings.replay_ttl, services.clock()
+        key = client_key(request, raw, draft.credential_hash, ttl=ttl, now=now)
     return Prepared(
         adapter=adapter,
         seq=seq,
@@ -218,6 +240,7 @@ async def prepare(
         headers=trust.finding_headers(verdict, policy.role_forgery),
         shadow=shadow,
         graph=graph_to_store(services, seq, conversation, stored),
+        client_key=key,
     )
 
 
@@ -257,12 +280,14 @@ def manifest(
     version: AdapterVersion,
     operation_id: str,
     conversation: str | None,
+    cancel_generation: int = 0,
 ) -> DispatchManifest:
     stream = route.info.stream if route.info.stream is not None else seq.stream
     return DispatchManifest(
         operation_id=operation_id,
         conversation_id=conversation,
         conversation_revision=seq.conversation_revision,
+        cancel_generation=cancel_generation,
         api=version.api,
         provider=route.provider,
         adapter=seq.adapter,
@@ -304,9 +329,46 @@ async def keep_after_claim(services: Services, prepared: Prepared) -> None:
         await keep_in_log(services.store, graph_log(conversation), prepared.graph, now=now, keep=1)
 
 
-async def claim(store: StateStore, draft: DispatchManifest, *, now: float) -> OperationRecord:
+# Claims of one request: the first, and one more for each attempt found over in the way.
+_CLAIMS = 3
+
+
+async def claim_or_answer(
+    request: web.Request, route: RouteMatch, services: Services, prepared: Prepared
+) -> OperationRecord | web.StreamResponse:
+    """The claim. When it conflicts, an enforced request may get the committed answer
+    replayed, or claim again once the attempt in the way is known to be over (conflicts.py);
+    otherwise the conflict stands."""
+    draft, key = prepared.draft, prepared.client_key
+    for remaining in range(_CLAIMS - 1, -1, -1):
+        try:
+            return await claim(services.store, draft, now=services.clock(), client_key=key)
+        except ClaimConflict as conflict:
+            if not prepared.enforced or remaining == 0:
+                raise
+            answer = await answer_conflict(
+                conflict,
+                request=request,
+                route=route,
+                services=services,
+                draft=draft,
+                adapter=prepared.adapter,
+                seq=prepared.seq,
+            )
+            if answer is not None:
+                return answer
+    raise AssertionError("unreachable: the last claim returns or raises")
+
+
+async def claim(
+    store: StateStore,
+    draft: DispatchManifest,
+    *,
+    now: float,
+    client_key: ClientKey | None = None,
+) -> OperationRecord:
     try:
-        return await store.claim(draft, now=now)
+        return await store.claim(draft, now=now, client_key=client_key)
     except TurngateError:
         raise
     except Exception as exc:

@@ -1,0 +1,213 @@
+"""Idempotent replay: a retry gets the committed answer again with no upstream call, as a
+stream or a body as it asked; an Idempotency-Key is bound to one body; nothing crosses
+credentials; kept answers expire."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import orjson
+import pytest
+from aiohttp.test_utils import TestServer
+
+from tests.adapters.test_stream_encoders import sdk_read
+from tests.fixtures_dir import COUNTS, FIXTURES_PRESENT
+from tests.proxy.fake_upstream import FakeUpstream, Reply
+from tests.proxy.helpers import CHAT_ANSWER, post
+from tests.proxy.stack import OPENAI_KEY, Stack
+from tests.proxy.stream_support import StreamStack, recorded_request, stream_stacks
+from tests.proxy.stream_upstream import Script
+from tests.proxy.test_stream_recovery import tool_stream
+from turngate.proxy.app import create_app
+from turngate.proxy.upstream import UpstreamTimeouts
+from turngate.settings import Settings
+
+pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
+
+CHAT = "/openai/v1/chat/completions"
+APIS = ["openai_chat", "openai_responses", "anthropic", "gemini"]
+OTHER_KEY = "sk-test-OTHER-TENANT-0000000000"
+QUESTION: dict[str, Any] = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
+
+
+def caller(key: str = OPENAI_KEY, **more: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", **more}
+
+
+@pytest.fixture
+async def streams(aiohttp_server: Any, tmp_path: Path) -> AsyncIterator[Any]:
+    async with stream_stacks(aiohttp_server, tmp_path) as make:
+        yield make
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def timed(aiohttp_server: Any, tmp_path: Path) -> tuple[Stack, Clock]:
+    """A stack on SQLite whose clock the test moves; answers are kept 60 s."""
+    upstream = FakeUpstream()
+    upstream_server: TestServer = await aiohttp_server(upstream.app())
+    base = f"http://127.0.0.1:{upstream_server.port}"
+    clock = Clock()
+    settings = dataclasses.replace(
+        Settings(upstream_openai=base), state=f"sqlite://{tmp_path / 'state.db'}", replay_ttl=60.0
+    )
+    app = create_app(
+        settings, clock=clock, credential_secret="s", timeouts=UpstreamTimeouts(read=5.0)
+    )
+    server: TestServer = await aiohttp_server(app)
+    stack = Stack(
+        f"http://127.0.0.1:{server.port}", upstream, app, f"127.0.0.1:{upstream_server.port}"
+    )
+    upstream.reply(CHAT_ANSWER)
+    return stack, clock
+
+
+@pytest.mark.parametrize("state", ["memory", "sqlite"])
+async def test_a_retry_of_a_committed_revision_gets_the_same_answer(
+    make_stack: Any, tmp_path: Path, state: str
+) -> None:
+    chosen = "memory://" if state == "memory" else f"sqlite://{tmp_path / 'state.db'}"
+    stack: Stack = await make_stack(state=chosen)
+    stack.upstream.reply(CHAT_ANSWER)
+    headers = caller(**{"Turngate-Conversation-Id": "conv-retry"})
+    first = await post(stack, CHAT, QUESTION, headers)
+    again = await post(stack, CHAT, QUESTION, headers)
+    assert first[0] == again[0] == 200
+    assert again[2] == first[2] == CHAT_ANSWER.body
+    assert again[1]["Turngate-Replay"] == "1"
+    assert "Turngate-Replay" not in first[1]
+    assert again[1]["Turngate-Operation-Id"] == first[1]["Turngate-Operation-Id"]
+    assert len(stack.upstream.received) == 1
+    COUNTS["replay: committed answers replayed without an upstream call"] += 1
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_streamed_answer_is_replayed_as_the_same_stream(streams: Any, api: str) -> None:
+    path = tool_stream(api)
+    stack: StreamStack = await streams(sqlite=True)
+    stack.upstream.default = Script(path.read_bytes())
+    headers = {"Turngate-Conversation-Id": f"conv-stream-{api}"}
+    first = await stack.post(api, recorded_request(path), headers)
+    again = await stack.post(api, recorded_request(path), headers)
+    assert (first.status, first.broken, again.status, again.broken) == (200, False, 200, False)
+    assert again.body == first.body
+    assert again.headers["Turngate-Replay"] == "1"
+    assert again.headers["Content-Type"].startswith("text/event-stream")
+    assert len(stack.upstream.received) == 1
+    assert sdk_read(api, again.body).error is None
+    COUNTS["replay: committed streams replayed byte for byte"] += 1
+
+
+async def test_an_idempotency_key_replays_its_answer_and_refuses_another_body(
+    make_stack: Any,
+) -> None:
+    stack: Stack = await make_stack()
+    stack.upstream.reply(CHAT_ANSWER)
+    key = {"Idempotency-Key": "order-42"}
+    async with openai.AsyncOpenAI(
+        api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0
+    ) as client:
+        first = await client.chat.completions.with_raw_response.create(
+            **QUESTION, extra_headers=key
+        )
+        again = await client.chat.completions.with_raw_response.create(
+            **QUESTION, extra_headers=key
+        )
+        assert again.headers["Turngate-Replay"] == "1"
+        assert again.parse().model_dump() == first.parse().model_dump()
+        with pytest.raises(openai.ConflictError) as raised:
+            await client.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "Bye"}], extra_headers=key
+            )
+    assert raised.value.code == "idempotency_key_reused"
+    assert len(stack.upstream.received) == 1
+    COUNTS["replay: Idempotency-Key replays"] += 1
+
+
+async def test_one_api_key_never_gets_another_keys_answer(make_stack: Any) -> None:
+    stack: Stack = await make_stack()
+    secret = orjson.loads(CHAT_ANSWER.body)
+    secret["choices"][0]["message"]["content"] = "tenant A's secret"
+    stack.upstream.reply(Reply.json(secret))
+    key = {"Idempotency-Key": "shared-key"}
+    status, first, body = await post(stack, CHAT, QUESTION, caller(**key))
+    assert status == 200
+    assert b"tenant A's secret" in body
+
+    # Same Idempotency-Key value, another credential: its own request, answered upstream.
+    stack.upstream.reply(CHAT_ANSWER)
+    status, other, body = await post(stack, CHAT, QUESTION, caller(OTHER_KEY, **key))
+    assert status == 200
+    assert b"secret" not in body
+    assert "Turngate-Replay" not in other
+    assert other["Turngate-Operation-Id"] != first["Turngate-Operation-Id"]
+
+    # Same conversation revision, another credential: refused, never replayed.
+    conv = {"Turngate-Conversation-Id": "conv-tenant"}
+    stack.upstream.reply(Reply.json(secret))
+    assert (await post(stack, CHAT, QUESTION, caller(**conv)))[0] == 200
+    status, refused, body = await post(stack, CHAT, QUESTION, caller(OTHER_KEY, **conv))
+    assert (status, refused["Turngate-Rejection"]) == (409, "dispatch_conflict")
+    assert b"secret" not in body
+    assert len(stack.upstream.received) == 3
+
+
+async def test_a_retry_while_the_first_is_in_flight_gets_409_with_retry_after(
+    make_stack: Any,
+) -> None:
+    stack: Stack = await make_stack()
+    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=0.5))
+    headers = caller(**{"Idempotency-Key": "slow-1"})
+    first = asyncio.create_task(post(stack, CHAT, QUESTION, headers))
+    await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
+    status, out, body = await post(stack, CHAT, QUESTION, headers)
+    assert (status, out["Retry-After"], out["Turngate-Rejection"]) == (
+        409,
+        "1",
+        "dispatch_conflict",
+    )
+    assert orjson.loads(body)["error"]["code"] == "dispatch_conflict"
+    assert (await first)[0] == 200
+    status, out, _body = await post(stack, CHAT, QUESTION, headers)
+    assert (status, out["Turngate-Replay"]) == (200, "1")
+    assert len(stack.upstream.received) == 1
+
+
+async def test_kept_answers_and_keys_expire(timed: tuple[Stack, Clock]) -> None:
+    stack, clock = timed
+    conv = caller(**{"Turngate-Conversation-Id": "conv-ttl"})
+    key = caller(**{"Idempotency-Key": "ttl-key"})
+    assert (await post(stack, CHAT, QUESTION, conv))[0] == 200
+    assert (await post(stack, CHAT, QUESTION, key))[0] == 200
+    clock.now += 59
+    assert (await post(stack, CHAT, QUESTION, conv))[1]["Turngate-Replay"] == "1"
+    assert (await post(stack, CHAT, QUESTION, key))[1]["Turngate-Replay"] == "1"
+    clock.now += 2
+    status, out, body = await post(stack, CHAT, QUESTION, conv)
+    # The revision keeps its one canonical turn; only its answer is no longer kept.
+    assert (status, out["Turngate-Rejection"]) == (409, "dispatch_conflict")
+    assert "no longer" in orjson.loads(body)["error"]["message"]
+    # An expired key is a new request.
+    status, out, _body = await post(stack, CHAT, QUESTION, key)
+    assert status == 200
+    assert "Turngate-Replay" not in out
+    assert len(stack.upstream.received) == 3
+
+
+async def test_a_malformed_idempotency_key_is_refused(make_stack: Any) -> None:
+    stack: Stack = await make_stack()
+    status, out, _body = await post(stack, CHAT, QUESTION, caller(**{"Idempotency-Key": "k" * 256}))
+    assert (status, out["Turngate-Rejection"]) == (400, "invalid_idempotency_key")
+    assert stack.upstream.received == []

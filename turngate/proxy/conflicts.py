@@ -1,0 +1,97 @@
+"""What a request gets when its claim conflicts: the committed answer, a 409, or a new claim.
+
+    the revision's attempt is        same request, same caller          otherwise
+    COMMITTED                        the stored answer replayed          409 dispatch_conflict
+    DISPATCHING / SENT / STREAMING   409, Retry-After: 1                  409, Retry-After: 1
+    UNKNOWN                          asked of its handle (Responses);     409, Retry-After: the
+                                     past its deadline: settled, claim    time to its deadline
+                                     again
+
+"Same request" is the same credential hash, route and request digest (replay.py), so a
+client's retry and an ``Idempotency-Key`` seen before both land here; another caller never
+gets the answer. Each case lives in replay.py and recovery.py; this module only chooses.
+"""
+
+from __future__ import annotations
+
+import math
+
+from aiohttp import web
+
+from turngate.adapters.base import Adapter
+from turngate.graph.model import MessageSequence
+from turngate.proxy.recovery import (
+    Resolution,
+    deadline_of,
+    resolve_by_handle,
+    resumable,
+    settle_if_over,
+)
+from turngate.proxy.replay import ReplayUnavailable, replay_response, same_request
+from turngate.proxy.routes import RouteMatch
+from turngate.proxy.services import Services
+from turngate.state.machine import DispatchState
+from turngate.state.manifest import DispatchManifest
+from turngate.state.store import ClaimConflict
+
+# A committed stream is kept right after its end reached the client: a retry this soon may
+# find no answer yet, and is told to come back.
+_KEEPING = 10.0
+_MAX_RETRY_AFTER = 600
+
+
+class Blocked(ClaimConflict):
+    """The conflict stands; ``retry_after`` seconds is when asking again may help."""
+
+    def __init__(self, conflict: ClaimConflict, retry_after: int):
+        super().__init__(conflict.message, conflict.existing)
+        self.retry_after = retry_after
+
+
+def retry_after(conflict: ClaimConflict) -> str:
+    return str(conflict.retry_after if isinstance(conflict, Blocked) else 1)
+
+
+async def answer_conflict(
+    conflict: ClaimConflict,
+    *,
+    request: web.Request,
+    route: RouteMatch,
+    services: Services,
+    draft: DispatchManifest,
+    adapter: Adapter,
+    seq: MessageSequence,
+) -> web.StreamResponse | None:
+    """The answer to a conflicting claim, or None when the attempt in the way turned out to
+    be over (settled just now): the caller claims again. Raises what stands in the way."""
+    existing = conflict.existing
+    now = services.clock()
+    mine = same_request(existing.manifest, draft)
+    if existing.state is DispatchState.COMMITTED:
+        if not mine:
+            raise conflict
+        stored = await services.store.load_response(existing.operation_id, now=now)
+        if stored is None:
+            ended = existing.history[-1].at
+            unavailable = ReplayUnavailable(
+                f"turngate: operation '{existing.operation_id}' committed this revision; its "
+                "answer is not (or no longer) kept for replay",
+            )
+            if now - ended < _KEEPING:
+                raise Blocked(ClaimConflict(unavailable.message, existing), 1)
+            raise unavailable
+        return replay_response(existing.manifest.api, existing, stored, stream=draft.stream)
+    if existing.state is DispatchState.UNKNOWN:
+        if mine and resumable(existing):
+            resolved = await resolve_by_handle(
+                services, request, route, adapter=adapter, seq=seq, record=existing
+            )
+            if isinstance(resolved, web.StreamResponse):
+                return resolved
+            if resolved is Resolution.OVER:
+                return None
+        if await settle_if_over(services, existing, now=now):
+            return None
+        wait = math.ceil(deadline_of(existing, services) - now)
+        raise Blocked(conflict, max(1, min(wait, _MAX_RETRY_AFTER)))
+    raise conflict
