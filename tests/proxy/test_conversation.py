@@ -9,6 +9,7 @@ generation: what the old one still streams is quarantined, never relayed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -295,3 +296,24 @@ async def test_a_cancelled_generation_streams_nothing_more_to_its_client(
     assert after["turns"][-1]["operationId"] == second.operation_id
     assert first.operation_id not in [t["operationId"] for t in after["turns"]]
     COUNTS["conversations: cancelled generations quarantined"] += 1
+
+
+async def test_a_non_streamed_answer_of_a_cancelled_generation_is_not_delivered(
+    make_stack: StackFactory,
+) -> None:
+    stack = await make_stack()
+    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=0.5))
+    headers = {HEADER: "conv-cancel-body", "Authorization": f"Bearer {OPENAI_KEY}"}
+    question = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
+    late = asyncio.create_task(post(stack, CHAT, question, headers))
+    await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
+    await cancel(stack.url, "conv-cancel-body")
+    status, out, body = await late
+    assert (status, out["Turngate-Rejection"]) == (409, "attempt_superseded")
+    assert b"hello" not in body
+    (entry,) = await stack.store.read_log("quarantine", limit=5)
+    assert (entry["operationId"], entry["blocks"]) == (out["Turngate-Operation-Id"], ["text"])
+    assert (await conversation(stack.url, "conv-cancel-body"))["turns"] == []
+    # The next generation answers the revision.
+    status, out, body = await post(stack, CHAT, question, headers)
+    assert (status, orjson.loads(body)["choices"][0]["message"]["content"]) == (200, "hello")

@@ -177,7 +177,14 @@ async def commit_answer(
         )
     except (IllegalTransition, StateConflict) as exc:
         log.warning("answer of %s not committed: %s", manifest.operation_id, exc)
-        await owner.quarantine({"reason": str(exc), "handle": turn.handle, "withheldBlocks": 1})
+        await owner.quarantine(
+            {
+                "reason": str(exc),
+                "handle": turn.handle,
+                "turnDigest": turn_digest(turn.blocks),
+                "blocks": [block.kind for block in turn.blocks],
+            }
+        )
         return AttemptSuperseded(
             "turngate: this attempt is no longer the live one for its conversation revision; "
             "its answer is not committed"
