@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -295,7 +296,7 @@ class SQLiteStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(f"cannot open the state file {self.path}: {exc}") from exc
         try:
-            (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
+            mode = _enter_wal(db, self.busy_timeout)
             if mode != "wal":
                 raise StoreUnavailable(
                     f"cannot open the state file {self.path}: its journal stays {mode!r}, "
@@ -547,3 +548,21 @@ def _state(name: str) -> DispatchState:
         return DispatchState(name)
     except ValueError as exc:
         raise StoreUnavailable(f"the state file holds an unknown state {name!r}") from exc
+
+
+def _enter_wal(db: sqlite3.Connection, patience: float) -> str:
+    """Switch to WAL, waiting out another connection doing the same on a new file.
+
+    Changing the journal mode takes an exclusive lock and SQLite may answer "database is
+    locked" at once, without calling the busy handler, while a second process opens the
+    same new file; so retry until ``patience`` seconds have passed.
+    """
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
+            return str(mode)
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
