@@ -33,15 +33,20 @@ def fixture_paths(pattern: str, *, exclude: str | None = None) -> list[Path]:
     return [p for p in paths if exclude is None or not p.name.endswith(exclude)]
 
 
-def fixture_params(pattern: str, *, exclude: str | None = None) -> list[object]:
-    """``pytest.mark.parametrize`` values for each fixture file, or one loud skip if absent."""
+def fixture_params(pattern: str, *, exclude: str | None = None, arity: int = 1) -> list[object]:
+    """``pytest.mark.parametrize`` values for each fixture file, or one loud skip if absent.
+
+    ``arity`` is the number of parameter names a caller's parametrize will use, so the skip
+    placeholder has as many values.
+    """
     paths = fixture_paths(pattern, exclude=exclude)
     if paths:
         return [pytest.param(p, id=p.name) for p in paths]
     reason = f"recorded fixtures ABSENT: {FIXTURES_DIR} does not exist"
     if FIXTURES_PRESENT:
         reason = f"no fixture matches {pattern!r} in {FIXTURES_DIR}"
-    return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="fixtures-absent")]
+    placeholder = [None] * arity
+    return [pytest.param(*placeholder, marks=pytest.mark.skip(reason=reason), id="fixtures-absent")]
 
 
 def load_json(path: Path) -> object:

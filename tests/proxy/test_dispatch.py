@@ -56,7 +56,7 @@ def _relayed_unchanged(path: str) -> bool:
 def recorded_exchanges() -> list[Any]:
     """Every recorded request with its recorded answer, the turngate path and the status."""
     if not FIXTURES_PRESENT:
-        return fixture_params("*/*.request.json")
+        return fixture_params("*/*.request.json", arity=4)
     rows = [line.split("\t") for line in (FIXTURES_DIR / "MANIFEST.tsv").read_text().splitlines()]
     described = {row[0]: row[4] for row in rows[1:]}
     params = []
