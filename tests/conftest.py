@@ -20,3 +20,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
     for key in sorted(COUNTS):
         write(f"{key}: {COUNTS[key]}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    """Without the recorded fixtures, a test that reads one is skipped, loudly, not failed."""
+    outcome = yield
+    if FIXTURES_PRESENT or outcome.excinfo is None:
+        return
+    error = outcome.excinfo[1]
+    if isinstance(error, FileNotFoundError) and str(FIXTURES_DIR) in str(error.filename or ""):
+        outcome.force_exception(
+            pytest.skip.Exception(f"recorded fixtures ABSENT: {error.filename} does not exist")
+        )

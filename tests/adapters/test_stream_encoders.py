@@ -323,9 +323,10 @@ def test_committed_calls_reach_the_client_whole_and_marked(path: Path) -> None:
 
 @pytest.mark.parametrize("api", ["openai_chat", "anthropic", "openai_responses", "gemini"])
 def test_explicit_mark_events_when_asked(api: str) -> None:
-    path = next(
-        p for p in fixture_paths(f"{faults.FOLDERS[api]}/*.sse") if b"tool" in p.read_bytes()
-    )
+    found = [p for p in fixture_paths(f"{faults.FOLDERS[api]}/*.sse") if b"tool" in p.read_bytes()]
+    if not found:
+        pytest.skip("recorded fixtures ABSENT: no recorded tool-call stream to relay")
+    path = found[0]
     out, outcome = relay(api, path.read_bytes(), marks="events")
     assert isinstance(outcome, AssistantTurn)
     sse = SSEDecoder()
