@@ -179,4 +179,12 @@ def key_prefix(where: Path | str) -> str:
 
 def contract_store(where: Path) -> RedisStore:
     """The contract suite's Redis store: the session's server, keys of its own per ``where``."""
-    return RedisStore(redis_url(), key_prefix=key_prefix(where), operation_ttl=3600.0)
+    # The contract is about CAS semantics, not latency: generous timeouts keep a loaded
+    # 2-core CI machine from turning a slow answer into a 503 mid-race.
+    return RedisStore(
+        redis_url(),
+        key_prefix=key_prefix(where),
+        operation_ttl=3600.0,
+        connect_timeout=5.0,
+        command_timeout=10.0,
+    )
