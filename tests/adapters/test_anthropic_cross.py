@@ -5,7 +5,6 @@ other APIs, or are refused naming the block those cannot carry."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from tests.adapters.anthropic_builders import (
     tool_use,
     user,
 )
+from tests.adapters.sdk_drain import drain
 from tests.fixtures_dir import COUNTS, fixture_params, load_json
 from tests.graph import chat_builders as chat
 from turngate.adapters import API_NAMES, get_adapter
@@ -53,27 +53,15 @@ _CHAT_PARAMS: dict[bool, TypeAdapter[Any]] = {
 }
 
 
-def _drain(value: Any) -> Any:
-    """Consume the lazy ``Iterable`` validators pydantic returns, so every nested part is
-    actually validated."""
-    if isinstance(value, dict):
-        return {k: _drain(v) for k, v in value.items()}
-    if isinstance(value, (list | tuple, Iterator)):
-        return [_drain(v) for v in value]
-    if type(value).__name__ == "ValidatorIterator":
-        return [_drain(v) for v in value]
-    return value
-
-
 def sdk_accepts_anthropic(rendered: dict[str, Any]) -> None:
-    _drain(_ANTHROPIC_PARAMS[rendered.get("stream") is True].validate_python(rendered))
+    drain(_ANTHROPIC_PARAMS[rendered.get("stream") is True].validate_python(rendered))
     # The SDK types ignore unknown keys; a foreign graph must not leak any.
     allowed = set(MessageCreateParamsBase.__annotations__) | {"stream"}
     assert set(rendered) <= allowed, set(rendered) - allowed
 
 
 def sdk_accepts_chat(rendered: dict[str, Any]) -> None:
-    _drain(_CHAT_PARAMS[rendered.get("stream") is True].validate_python(rendered))
+    drain(_CHAT_PARAMS[rendered.get("stream") is True].validate_python(rendered))
 
 
 def _turns_with_parallel_results(seq: MessageSequence) -> set[str]:

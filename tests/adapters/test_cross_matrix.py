@@ -4,7 +4,6 @@ to an equivalent, READY graph."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -15,6 +14,7 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from pydantic import TypeAdapter
 
+from tests.adapters.sdk_drain import drain
 from tests.fixtures_dir import COUNTS
 from turngate.adapters import API_NAMES, get_adapter
 from turngate.adapters.base import RouteInfo
@@ -168,15 +168,6 @@ NATIVE: dict[str, dict[str, Any]] = {
 }
 
 
-def _drain(value: Any) -> Any:
-    """Consume pydantic's lazy iterable validators so nested parts are really checked."""
-    if isinstance(value, dict):
-        return {k: _drain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | Iterator) or type(value).__name__ == "ValidatorIterator":
-        return [_drain(v) for v in value]
-    return value
-
-
 # Kept alive at module level: a lazy ValidatorIterator dies with its TypeAdapter.
 SDK_TYPES: dict[str, TypeAdapter[Any]] = {
     "openai_chat": TypeAdapter(CompletionCreateParamsNonStreaming),
@@ -189,7 +180,7 @@ GEMINI_TOOLS = TypeAdapter(list[genai_types.Tool])
 
 def sdk_accepts(api: str, body: dict[str, Any]) -> None:
     if api in SDK_TYPES:
-        _drain(SDK_TYPES[api].validate_python(body))
+        drain(SDK_TYPES[api].validate_python(body))
         return
     GEMINI_CONTENTS.validate_json(orjson.dumps(body["contents"]))
     if "systemInstruction" in body:
