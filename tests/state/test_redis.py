@@ -26,7 +26,8 @@ from tests.state.stores import draft
 from turngate.errors import StoreUnavailable
 from turngate.graph.codec import canonical_json
 from turngate.state.machine import DispatchState, Transition
-from turngate.state.redis import DAY, LEASE_RAN_OUT, RedisStore, durability_warnings
+from turngate.state.redis import DAY, LEASE_RAN_OUT, RedisStore
+from turngate.state.redis_records import durability_warnings
 from turngate.state.store import LOST_AT_START, ClaimConflict, OperationRecord, open_store
 
 S, T = DispatchState, Transition

@@ -58,7 +58,6 @@ import hashlib
 import logging
 import os
 import socket
-import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -68,20 +67,29 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from turngate.errors import IllegalTransition, StateConflict, StoreUnavailable
 from turngate.graph.codec import canonical_json
 from turngate.state.conversations import ClientKey, KeyHold, key_reused
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
+from turngate.state.redis_records import (
+    as_text,
+    decode_record,
+    encode_record,
+    key_args,
+    new_owner,
+    pool_options,
+    redacted,
+    warn_unless_durable,
+)
 from turngate.state.redis_scripts import ABANDON, CLAIM, MOVE
 from turngate.state.redis_turns import RedisConversations
 from turngate.state.store import (
     BLOCKING,
     LOST_AT_START,
     OperationRecord,
-    StateChange,
     check_client_key,
     check_log_args,
     claim_conflict,
@@ -93,7 +101,6 @@ from turngate.state.store import (
 log = logging.getLogger("turngate.state")
 
 DAY = 24 * 3600.0
-RECORD_VERSION = 1
 LEASE_RAN_OUT = "in flight when its owner's lease ran out: that replica stopped or lost Redis"
 ABANDONED_CLAIM = "claim abandoned: its caller gave up (cancelled, or no answer) before sending"
 # How long a late copy of an abandoned claim is refused; a script the client gave up on
@@ -124,7 +131,7 @@ class RedisStore(RedisConversations):
         if lease_ttl <= 0 or (operation_ttl is not None and operation_ttl < lease_ttl):
             raise ValueError("lease_ttl must be positive and operation_ttl no shorter")
         self.url = url
-        self.where = _redacted(url)
+        self.where = redacted(url)
         self.key_prefix = key_prefix
         self.operation_ttl = operation_ttl
         self.lease_ttl = lease_ttl
@@ -175,14 +182,14 @@ class RedisStore(RedisConversations):
             retry=Retry(NoBackoff(), 0),
             socket_connect_timeout=self.connect_timeout,
             socket_timeout=self.command_timeout,
-            **_pool_options(),
+            **pool_options(),
         )
         client = Redis.from_pool(pool)
-        owner = self._configured_owner or _new_owner()
+        owner = self._configured_owner or new_owner()
         try:
             with self._unavailable("open"):
                 await self._renew_lease(client, owner)
-                await _warn_unless_durable(client, self.where)
+                await warn_unless_durable(client, self.where)
         except BaseException:
             await client.aclose()
             raise
@@ -268,7 +275,7 @@ class RedisStore(RedisConversations):
                         len(record.history),
                         str(moved.state),
                         len(moved.history),
-                        _encode(moved),
+                        encode_record(moved),
                         int(moved.state in BLOCKING),
                         int(moved.state in IN_FLIGHT),
                         self._ttl_ms(),
@@ -310,7 +317,7 @@ class RedisStore(RedisConversations):
         client = self._require()
         with self._unavailable("recover"):
             listed = await client.hgetall(self._inflight_key())
-            owners = {_text(op): _text(owner) for op, owner in listed.items()}
+            owners = {as_text(op): as_text(owner) for op, owner in listed.items()}
             others = sorted(set(owners.values()) - {self.owner})
             alive = [await client.exists(self._lease_key(o)) for o in others]
         gone = {o for o, lease in zip(others, alive, strict=True) if not lease}
@@ -385,9 +392,9 @@ class RedisStore(RedisConversations):
                         str(claimed.state),
                         len(claimed.history),
                         self.owner,
-                        _encode(claimed),
+                        encode_record(claimed),
                         self._ttl_ms(),
-                        *_key_args(client_key, claimed.operation_id, now),
+                        *key_args(client_key, claimed.operation_id, now),
                         replaceable,
                         now,
                         int(conversation is not None),
@@ -508,13 +515,13 @@ class RedisStore(RedisConversations):
     async def _load(self, client: Redis, operation_id: str) -> OperationRecord | None:
         with self._unavailable("read"):
             text = await client.hget(self._op_key(operation_id), "record")
-        return None if text is None else decode_record(_text(text), operation_id)
+        return None if text is None else decode_record(as_text(text), operation_id)
 
     def _ttl_ms(self) -> int:
         return 0 if self.operation_ttl is None else int(self.operation_ttl * 1000)
 
     def _encode_record(self, record: OperationRecord) -> str:
-        return _encode(record)
+        return encode_record(record)
 
     def _op_key(self, operation_id: str) -> str:
         return f"{self.key_prefix}op:{operation_id}"
@@ -537,102 +544,3 @@ class RedisStore(RedisConversations):
 
     def _log_key(self, kind: str) -> str:
         return f"{self.key_prefix}log:{kind}"
-
-
-def _key_args(client_key: ClientKey | None, operation_id: str, now: float) -> list[str | int]:
-    """The claim's client key arguments: the hold it stores, and for how long (ms)."""
-    if client_key is None:
-        return ["", 0]
-    hold = KeyHold(operation_id, client_key.body_digest, client_key.expires_at)
-    ttl = max(1, int((client_key.expires_at - now) * 1000))
-    return [canonical_json(hold.to_json()).decode(), ttl]
-
-
-def _encode(record: OperationRecord) -> str:
-    return canonical_json({"v": RECORD_VERSION, **record.to_json()}).decode()
-
-
-def decode_record(text: str, operation_id: str) -> OperationRecord:
-    """A stored record, checked: its version, and its manifest against the stored digest."""
-    try:
-        data: Any = orjson.loads(text)
-        if data.get("v") != RECORD_VERSION:
-            raise ValueError(f"record version {data.get('v')!r}, this turngate reads v1")
-        manifest = DispatchManifest.from_json(data["manifest"])
-        if manifest.digest != data["manifestDigest"]:
-            raise ValueError("its manifest does not match the digest stored with it")
-        return OperationRecord(
-            manifest=manifest,
-            state=DispatchState(data["state"]),
-            handle=data["handle"],
-            history=tuple(
-                StateChange(
-                    DispatchState(c["state"]),
-                    None if c["transition"] is None else Transition(c["transition"]),
-                    float(c["at"]),
-                    c["detail"],
-                )
-                for c in data["history"]
-            ),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StoreUnavailable(f"operation {operation_id} in Redis cannot be read: {exc}") from exc
-
-
-def durability_warnings(config: dict[str, str]) -> list[str]:
-    """What these server settings would lose: acknowledged writes, or whole keys."""
-    warnings = []
-    if config.get("appendonly") != "yes":
-        warnings.append(
-            "no append-only file: a Redis restart loses every operation written since the "
-            "last snapshot, or all of them. Set appendonly yes, appendfsync always."
-        )
-    elif config.get("appendfsync") != "always":
-        warnings.append(
-            f"appendfsync {config.get('appendfsync')!r}: a crash of the Redis host (not only "
-            "of its process) can lose acknowledged writes. Set appendfsync always."
-        )
-    if config.get("maxmemory-policy", "noeviction") != "noeviction":
-        warnings.append(
-            f"maxmemory-policy {config['maxmemory-policy']!r} may evict operations and slots, "
-            "and an evicted slot admits a second attempt. Set maxmemory-policy noeviction."
-        )
-    return warnings
-
-
-async def _warn_unless_durable(client: Redis, where: str) -> None:
-    try:
-        config = {
-            **await client.config_get("append*"),
-            **await client.config_get("maxmemory-policy"),
-        }
-    except ResponseError:
-        return  # CONFIG is disabled (managed Redis): the operator must check by other means
-    for warning in durability_warnings({str(k): str(v) for k, v in config.items()}):
-        log.warning("state store %s: %s", where, warning)
-
-
-def _pool_options() -> dict[str, Any]:
-    try:
-        from redis.maint_notifications import MaintNotificationsConfig
-    except ImportError:  # a redis-py without maintenance notifications: nothing to turn off
-        return {}
-    # redis-py 8 takes their default "auto" for "on" and then no longer replaces a pooled
-    # connection that the server closed: after a Redis restart, each idle connection would
-    # fail one call with a needless 503.
-    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _new_owner() -> str:
-    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
-
-
-def _redacted(url: str) -> str:
-    """The URL without its credentials, for messages and logs."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=host, query="").geturl()
