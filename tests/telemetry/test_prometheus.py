@@ -85,7 +85,9 @@ async def test_metrics_scraped_and_parsed(aiohttp_client: ClientFactory) -> None
     )
     assert scraped[key("turngate_tool_results_orphaned_total", api="openai_chat")] == 2
     assert scraped[key("turngate_tool_results_duplicate_total", api="anthropic")] == 1
-    assert scraped[key("turngate_cas_conflicts_total", api="openai_chat")] == 1
+    assert scraped[key("turngate_cas_conflicts_total", api="openai_chat", stage="claim")] == 1
+    # Every stage is exported at 0 from the start.
+    assert scraped[key("turngate_cas_conflicts_total", api="openai_chat", stage="commit")] == 0
     assert scraped[key("turngate_upstream_errors_total", api="anthropic", status="529")] == 1
     for api in APIS:
         assert scraped[key("turngate_tool_calls_partial_dispatches_total", api=api)] == 0
@@ -126,7 +128,8 @@ async def test_two_apps_in_one_process_keep_their_own_counts(aiohttp_client: Cli
     for telemetry, expected in ((first, 1), (second, 0)):
         client = await serve(aiohttp_client, telemetry)
         scraped = samples(await (await client.get("/metrics")).text())
-        assert scraped[key("turngate_cas_conflicts_total", api="anthropic")] == expected
+        conflicts = key("turngate_cas_conflicts_total", api="anthropic", stage="claim")
+        assert scraped[conflicts] == expected
 
 
 async def test_sdk_disabled_serves_a_comment_and_no_series(aiohttp_client: ClientFactory) -> None:

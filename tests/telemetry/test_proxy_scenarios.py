@@ -186,7 +186,9 @@ async def test_every_metric_has_its_exact_value(run: Run) -> None:
     # The cut stream's one previewed text block.
     assert nonzero(metrics["turngate.stream.preview_retractions"]) == by_api({"openai_chat": 1})
     assert nonzero(metrics["turngate.stream.late_blocks_quarantined"]) == {}
-    assert nonzero(metrics["turngate.cas.conflicts"]) == by_api({"openai_chat": 1})
+    assert nonzero(metrics["turngate.cas.conflicts"]) == {
+        labels(api="openai_chat", stage="claim"): 1
+    }
     assert metrics["turngate.tool_calls.partial_dispatches"] == by_api(dict.fromkeys(APIS, 0))
     assert metrics["turngate.upstream.errors"] == {labels(api="anthropic", status="500"): 1}
     # The cut stream is UNKNOWN from then on.
@@ -298,7 +300,8 @@ async def test_metrics_endpoint_of_the_real_app_parses(run: Run) -> None:
     assert samples[("turngate_validator_rejections_total", orphan)] == 2
     chat_api = frozenset({"api": "openai_chat"}.items())
     assert samples[("turngate_tool_results_orphaned_total", chat_api)] == 3
-    assert samples[("turngate_cas_conflicts_total", chat_api)] == 1
+    lost_claim = frozenset({"api": "openai_chat", "stage": "claim"}.items())
+    assert samples[("turngate_cas_conflicts_total", lost_claim)] == 1
     assert samples[("turngate_dispatch_unknown", frozenset())] == 1
     for api in APIS:
         assert (

@@ -241,7 +241,9 @@ async def test_every_metric_has_its_exact_value(
     assert nonzero(metrics["turngate.stream.preview_retractions"]) == by_api({"openai_chat": 2})
     assert nonzero(metrics["turngate.stream.late_blocks_quarantined"]) == by_api({"openai_chat": 2})
     # The retry while UNKNOWN, and the race's loser.
-    assert nonzero(metrics["turngate.cas.conflicts"]) == by_api({"openai_chat": 2})
+    assert nonzero(metrics["turngate.cas.conflicts"]) == {
+        labels(api="openai_chat", stage="claim"): 2
+    }
     assert nonzero(metrics["turngate.recovery.attempts"]) == by_api({"openai_responses": 2})
     assert nonzero(metrics["turngate.recovery.successes"]) == by_api({"openai_responses": 1})
     # Must stay 0, and is exported as 0 for every API.

@@ -40,7 +40,7 @@ from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
 from turngate.proxy.observe import install_telemetry
-from turngate.proxy.recovery import recovery_loop
+from turngate.proxy.recovery import recovery_loop, unknown_at_start
 from turngate.proxy.routes import ERROR_API, match, prefixes
 from turngate.proxy.services import DEFAULT_ADAPTERS, Services
 from turngate.proxy.shadow import read_report
@@ -85,7 +85,7 @@ def create_app(
     if telemetry is None:
         telemetry = setup_telemetry(secrets=[credential_secret] if credential_secret else [])
     # Before the catch-all route (GET /metrics); its cleanup runs after services_ctx's.
-    unknown = install_telemetry(app, telemetry, clock)
+    operations = install_telemetry(app, telemetry, clock)
     app[BODY_TIMEOUT] = settings.body_timeout
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -96,8 +96,8 @@ def create_app(
         recovered = await chosen.recover(now=clock())
         if recovered:
             log.warning("%d operations left in flight are now UNKNOWN", len(recovered))
-        for record in recovered:
-            unknown.lost(record.operation_id, at=clock())
+        for record in await unknown_at_start(chosen, recovered):
+            operations.lost(record)
         session = new_session(timeouts or UpstreamTimeouts(read=settings.upstream_read_timeout))
         app[SERVICES] = Services(
             settings=settings,
@@ -109,6 +109,7 @@ def create_app(
             schemas=SchemaCache(),
             policies=resolved,
             adapters=adapters,
+            telemetry=operations,
         )
         # Settles UNKNOWN attempts past their deadline, takes over stopped Redis replicas.
         recovering = asyncio.create_task(recovery_loop(app[SERVICES]), name="turngate-recovery")
@@ -164,7 +165,9 @@ async def show_conversation(request: web.Request) -> web.Response:
 
 async def cancel_conversation(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    return await conversation.cancel(request, services.store, now=services.clock())
+    return await conversation.cancel(
+        request, services.store, now=services.clock(), resolved=services.telemetry.resolved
+    )
 
 
 async def shadow_report(request: web.Request) -> web.Response:

@@ -55,7 +55,7 @@ from turngate.proxy.upstream import (
     unavailable,
 )
 from turngate.state.machine import DispatchState, Transition
-from turngate.state.store import OperationRecord
+from turngate.state.store import ClaimConflict, OperationRecord
 
 log = logging.getLogger("turngate.proxy")
 
@@ -196,6 +196,8 @@ class Attempt:
             record = await self.services.store.claim(draft, now=now)
         except TurngateError as exc:
             log.warning("no retry for %s: %s", self.manifest.operation_id, exc.rule)
+            if isinstance(exc, ClaimConflict):
+                self.observer.conflict(exc.rule, stage="retry")
             return self.error(exc)
         except Exception as exc:
             log.error("no retry for %s: the store failed (%s)", draft.operation_id, exc)

@@ -14,6 +14,7 @@ Shadowed requests only observe: they neither adopt, check nor commit canonical t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,7 +25,8 @@ from turngate.graph.history import HistoryTurn, history_turns
 from turngate.graph.model import MessageSequence
 from turngate.proxy.errors import plain_error
 from turngate.state.conversations import Conversation
-from turngate.state.store import StateStore
+from turngate.state.machine import DispatchState
+from turngate.state.store import OperationRecord, StateStore
 
 log = logging.getLogger("turngate.proxy")
 
@@ -82,23 +84,36 @@ def conversation_json(
     return {**conversation.to_json(), "operations": operations}
 
 
+async def cancel(
+    request: web.Request,
+    store: StateStore,
+    *,
+    now: float,
+    resolved: Callable[[OperationRecord], None] | None = None,
+) -> web.Response:
+    """Move the cancel generation on; ``resolved`` hears of each CANCELLED operation (the
+    telemetry forgets those it knew as UNKNOWN)."""
+    key = request.match_info["conversation_id"]
+    conversation = await store.cancel_conversation(key, now=now)
+    log.warning("conversation cancelled (cancel generation %d)", conversation.cancel_generation)
+    records = await store.conversation_operations(conversation.key, limit=OPERATIONS_SHOWN)
+    if resolved is not None:
+        for record in records:
+            if record.state is DispatchState.CANCELLED:
+                resolved(record)
+    return _answer(conversation, records)
+
+
 async def show(request: web.Request, store: StateStore) -> web.Response:
     key = request.match_info["conversation_id"]
     conversation = await store.conversation(key)
     if conversation is None:
         return plain_error(404, f"turngate: no conversation {key!r}", "conversation_not_found")
-    return await _answer(store, conversation)
-
-
-async def cancel(request: web.Request, store: StateStore, *, now: float) -> web.Response:
-    key = request.match_info["conversation_id"]
-    conversation = await store.cancel_conversation(key, now=now)
-    log.warning("conversation cancelled (cancel generation %d)", conversation.cancel_generation)
-    return await _answer(store, conversation)
-
-
-async def _answer(store: StateStore, conversation: Conversation) -> web.Response:
     records = await store.conversation_operations(conversation.key, limit=OPERATIONS_SHOWN)
+    return _answer(conversation, records)
+
+
+def _answer(conversation: Conversation, records: list[OperationRecord]) -> web.Response:
     operations = [
         {
             "operationId": r.operation_id,

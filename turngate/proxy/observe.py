@@ -6,8 +6,11 @@
                         .committed(turn), .stream_ended(session)
 
 The observer lives on the request (``observer_of``), so each step of the dispatch path
-reaches it with one line. With telemetry off (``OTEL_SDK_DISABLED``, or an app built
-without it) the span is the shared no-op one and the metrics are no-op instruments.
+reaches it with one line. What happens to an operation outside its dispatch (the recovery
+task, a retry that meets an UNKNOWN attempt, a cancel, the canonical commit's CAS) is
+reported through ``OperationTelemetry``, which the app puts on ``Services.telemetry``. With
+telemetry off (``OTEL_SDK_DISABLED``, or an app built without it) the span is the shared
+no-op one and the metrics are no-op instruments.
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ from turngate.state.machine import DispatchState
 from turngate.state.store import OperationRecord
 from turngate.telemetry.config import TelemetryConfig
 from turngate.telemetry.logs import DispatchLine, log_dispatch
-from turngate.telemetry.metrics import UnknownDispatches, UnknownOutcome, route_label
+from turngate.telemetry.metrics import (
+    CasStage,
+    DispatchMetrics,
+    UnknownDispatches,
+    UnknownOutcome,
+    route_label,
+)
 from turngate.telemetry.prometheus import TELEMETRY, install
 from turngate.telemetry.setup import Telemetry, setup_telemetry
 from turngate.telemetry.tracing import GEN_AI_REQUEST_MODEL, OPERATION_NAME, DispatchSpan
@@ -70,28 +79,86 @@ def quiet_telemetry() -> Telemetry:
 
 def install_telemetry(
     app: web.Application, telemetry: Telemetry, clock: Callable[[], float]
-) -> UnknownDispatches:
+) -> OperationTelemetry:
     """``GET /metrics``, the request-duration middleware, the exporters' shutdown, and the
     UNKNOWN gauges over the dispatches this process knows as UNKNOWN. Call before the
-    app's catch-all route."""
+    app's catch-all route. Returns what ``Services.telemetry`` reports through."""
     install(app, telemetry)
     unknown = UnknownDispatches(clock)
-    app[UNKNOWN] = UnknownWatch(unknown, clock)
+    watch = UnknownWatch(unknown, clock)
+    app[UNKNOWN] = watch
     telemetry.metrics.watch_unknown(unknown.ages)
-    return unknown
+    operations = OperationTelemetry(telemetry.metrics, watch)
+    app[OPERATIONS] = operations
+    return operations
+
+
+class OperationTelemetry:
+    """What happens to an operation outside its dispatch's observer:
+
+    - ``lost``: the store's recovery at start, or a Redis lease taken over, made it
+      UNKNOWN; the UNKNOWN gauges count it;
+    - ``resolved``: it left UNKNOWN (SETTLE by its deadline or by its handle, RECOVER from
+      its handle, CANCEL); the gauges forget it and ``dispatch.unknown_duration`` records
+      how long it was UNKNOWN;
+    - ``recovery_attempt`` / ``recovery_success``: a query of its response handle, and one
+      that recovered the complete turn;
+    - ``cas_conflict``: a compare-and-swap lost (``CasStage``).
+    """
+
+    def __init__(self, metrics: DispatchMetrics, unknown: UnknownWatch | None) -> None:
+        self.metrics = metrics
+        self.unknown = unknown
+
+    def lost(self, record: OperationRecord) -> None:
+        """Counted UNKNOWN since its last transition (the LOSE, or the recovery's)."""
+        if self.unknown is not None and record.state is DispatchState.UNKNOWN:
+            self.unknown.dispatches.lost(record.operation_id, at=record.history[-1].at)
+
+    def resolved(self, record: OperationRecord) -> None:
+        """Call with the record the transition returned (or the store holds now); a record
+        still UNKNOWN, or one this process never knew as UNKNOWN, changes nothing."""
+        outcome = _RESOLVED.get(record.state)
+        if self.unknown is not None and outcome is not None:
+            _left_unknown(
+                self.unknown, self.metrics, record.operation_id, record.manifest.api, outcome
+            )
+
+    def recovery_attempt(self, api: ApiName) -> None:
+        self.metrics.recovery_attempt(api)
+
+    def recovery_success(self, api: ApiName) -> None:
+        self.metrics.recovery_success(api)
+
+    def cas_conflict(self, api: ApiName, stage: CasStage) -> None:
+        self.metrics.cas_conflict(api, stage)
+
+
+OPERATIONS: Final = web.AppKey("turngate_operations", OperationTelemetry)
+
+
+def quiet_operations() -> OperationTelemetry:
+    """No-op operation telemetry, for services built without an app's."""
+    return OperationTelemetry(quiet_telemetry().metrics, None)
 
 
 def note_resolved(app: web.Application, record: OperationRecord) -> None:
-    """An operation moved out of UNKNOWN outside a dispatch (the recovery task's SETTLE or
-    RECOVER, a cancel): the UNKNOWN gauges forget it and ``dispatch.unknown_duration``
-    records how long it was UNKNOWN. Call with the record the transition returned."""
-    watch, telemetry = app.get(UNKNOWN), app.get(TELEMETRY)
-    outcome = _RESOLVED.get(record.state)
-    if watch is None or telemetry is None or outcome is None:
-        return
-    seconds = watch.dispatches.resolved(record.operation_id, at=watch.clock())
+    """``OperationTelemetry.resolved`` of the app's telemetry, for code that holds the app."""
+    operations = app.get(OPERATIONS)
+    if operations is not None:
+        operations.resolved(record)
+
+
+def _left_unknown(
+    watch: UnknownWatch,
+    metrics: DispatchMetrics,
+    operation_id: str,
+    api: ApiName,
+    outcome: UnknownOutcome,
+) -> None:
+    seconds = watch.dispatches.resolved(operation_id, at=watch.clock())
     if seconds is not None:
-        telemetry.metrics.unknown_resolved(record.manifest.api, seconds, outcome)
+        metrics.unknown_resolved(api, seconds, outcome)
 
 
 class StreamReport(Protocol):
@@ -183,8 +250,10 @@ class DispatchObserver:
             self.metrics.refused(self.api, rule)
         self.span.error(rule)
 
-    def conflict(self, rule: str) -> None:
-        self.metrics.cas_conflict(self.api)
+    def conflict(self, rule: str, stage: CasStage = "claim") -> None:
+        """A claim that lost its CAS: the request's own (answered 409), or ``retry``, the
+        claim of an automatic retry's next attempt."""
+        self.metrics.cas_conflict(self.api, stage)
         self.span.error(rule)
 
     def failed(self, kind: str) -> None:
@@ -207,15 +276,12 @@ class DispatchObserver:
         self.span.state(transition, str(state), detail)
         if self.unknown is None or self.operation_id is None:
             return
-        dispatches, now = self.unknown.dispatches, self.unknown.clock()
         if state is DispatchState.UNKNOWN:
-            dispatches.lost(self.operation_id, at=now)
+            self.unknown.dispatches.lost(self.operation_id, at=self.unknown.clock())
             return
         outcome = _RESOLVED.get(state)
         if outcome is not None:
-            seconds = dispatches.resolved(self.operation_id, at=now)
-            if seconds is not None:
-                self.metrics.unknown_resolved(self.api, seconds, outcome)
+            _left_unknown(self.unknown, self.metrics, self.operation_id, self.api, outcome)
 
     @contextmanager
     def upstream(self, method: str, url: URL | str) -> Iterator[None]:

@@ -17,7 +17,12 @@ starts, until one of these says it is over:
 - an operator: ``POST /turngate/v1/conversations/{id}/cancel`` (CANCEL).
 
 The background task (``recovery_loop``) also takes over the in-flight attempts of Redis
-replicas whose lease ran out, and prunes expired replay data.
+replicas whose lease ran out, and prunes expired replay data. It holds no credentials, so
+it never queries a handle: only a retry does.
+
+Telemetry (``services.telemetry``, observe.OperationTelemetry): every move out of UNKNOWN
+made here (SETTLE, RECOVER), or found made by another writer, is ``resolved``; an attempt
+taken over is ``lost``; each handle query is a recovery attempt, each RECOVER a success.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from turngate.proxy.turn_check import call_schemas, check_turn
 from turngate.proxy.upstream import outbound_headers
 from turngate.state.conversations import StoredResponse
 from turngate.state.machine import DispatchState, Transition
-from turngate.state.store import OperationRecord
+from turngate.state.store import OperationRecord, StateStore
 
 log = logging.getLogger("turngate.proxy")
 
@@ -100,6 +105,7 @@ async def resolve_by_handle(
     """Ask the provider what became of ``record``'s response, with the retry's credentials."""
     handle = record.handle
     assert handle is not None
+    services.telemetry.recovery_attempt(record.manifest.api)
     answer = await query_response(services, request, route, handle)
     if answer is None:
         return Resolution.PENDING
@@ -134,8 +140,11 @@ async def resolve_by_handle(
         )
     except (IllegalTransition, StateConflict) as exc:
         log.warning("recovery of %s refused: %s", record.operation_id, exc)
+        await _moved_meanwhile(services, record)
         return Resolution.OVER  # someone else resolved it first: claim again to learn how
     log.warning("recovered %s from its handle", record.operation_id)
+    services.telemetry.resolved(recovered)
+    services.telemetry.recovery_success(record.manifest.api)
     return replay_response(record.manifest.api, recovered, kept, stream=record.manifest.stream)
 
 
@@ -165,10 +174,26 @@ async def query_response(
 
 async def _settle(services: Services, record: OperationRecord, why: str, now: float) -> None:
     try:
-        await services.store.transition(record.operation_id, Transition.SETTLE, now=now, detail=why)
+        settled = await services.store.transition(
+            record.operation_id, Transition.SETTLE, now=now, detail=why
+        )
     except IllegalTransition:
+        await _moved_meanwhile(services, record)
         return
+    services.telemetry.resolved(settled)
     log.warning("settled %s: %s", record.operation_id, why)
+
+
+async def _moved_meanwhile(services: Services, record: OperationRecord) -> None:
+    """Another writer (a retry, a cancel, another replica) moved ``record`` first: the
+    telemetry forgets it once the store no longer holds it UNKNOWN."""
+    try:
+        current = await services.store.get(record.operation_id)
+    except Exception as exc:
+        log.warning("state of %s unreadable: %s", record.operation_id, type(exc).__name__)
+        return
+    if current is not None:
+        services.telemetry.resolved(current)
 
 
 async def quarantine(services: Services, record: OperationRecord, entry: dict[str, Any]) -> None:
@@ -188,6 +213,19 @@ async def quarantine(services: Services, record: OperationRecord, entry: dict[st
 
 # --- the background task --------------------------------------------------------------------
 
+UNKNOWN_LISTED = 1000
+
+
+async def unknown_at_start(
+    store: StateStore, recovered: list[OperationRecord]
+) -> list[OperationRecord]:
+    """What the UNKNOWN gauges start with: the attempts the start-up recovery just moved
+    and, unless replicas share the store (Redis, where each reports what it lost or took
+    over itself), those a previous run left UNKNOWN."""
+    if getattr(store, "take_over_expired", None) is not None:
+        return recovered
+    return await store.unknown_operations(limit=UNKNOWN_LISTED)
+
 
 def recovery_interval(services: Services) -> float:
     """Often enough to settle within a tenth of the deadline; at most every 5 s."""
@@ -205,8 +243,10 @@ async def recover_once(services: Services) -> int:
         taken = await take_over(now=services.clock())
         if taken:
             log.warning("%d operations of stopped replicas are now UNKNOWN", len(taken))
+        for lost in taken:
+            services.telemetry.lost(lost)
     settled = 0
-    for record in await store.unknown_operations(limit=1000):
+    for record in await store.unknown_operations(limit=UNKNOWN_LISTED):
         settled += await settle_if_over(services, record, now=services.clock())
     await store.prune(now=services.clock())
     return settled

@@ -40,7 +40,7 @@ from turngate.graph.turn import AssistantTurn
 from turngate.proxy.replay_stream import responses_events
 from turngate.proxy.services import Services
 from turngate.proxy.stream import AttemptSuperseded, StreamEnd, StreamOwner, StreamSession
-from turngate.state.conversations import ClientKey, StoredResponse
+from turngate.state.conversations import ClientKey, StoredResponse, TurnConflict
 from turngate.state.machine import Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.store import OperationRecord
@@ -103,6 +103,13 @@ async def record_commit(
         return await _commit(
             services, manifest, turn, enforced=enforced, response=response, now=now
         )
+    except (IllegalTransition, TurnConflict):
+        # The canonical CAS lost: the attempt no longer holds its slot, or its revision has
+        # a turn already (counted here, not in the retried write below, which a commit that
+        # had landed would also see refused).
+        if enforced:
+            services.telemetry.cas_conflict(manifest.api, "commit")
+        raise
     except asyncio.CancelledError:
         # Its handler was cancelled (the client gone), maybe before the store took the write:
         # record it anyway, then stay cancelled. A commit that had landed is refused.

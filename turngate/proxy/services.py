@@ -1,4 +1,7 @@
-"""What the app shares with every request: settings, store, session, clock, secrets, policy.
+"""What the app shares with every request: settings, store, session, clock, secrets, policy,
+and the telemetry that reports what happens to operations outside a dispatch
+(``telemetry``: observe.OperationTelemetry; the recovery task, a retry meeting an UNKNOWN
+attempt and the canonical commit report through it).
 
 ``Services`` is app-wide; ``for_route`` gives the view one request is served with: its
 route policy (``policy``) and, under ``tool_arguments: json``, a schema cache that checks no
@@ -20,6 +23,7 @@ from turngate.graph.model import ApiName
 from turngate.policies.config import BUILTIN_POLICY, Policy, PolicyFile
 from turngate.policies.pins import AdapterRegistry
 from turngate.policies.tokens import TokenCache
+from turngate.proxy.observe import OperationTelemetry, quiet_operations
 from turngate.proxy.routes import Prefix
 from turngate.proxy.tool_calls import ParseOnly, SchemaCache
 from turngate.settings import Settings
@@ -42,6 +46,7 @@ class Services:
     policies: PolicyFile = BUILTIN_POLICY
     adapters: AdapterRegistry = DEFAULT_ADAPTERS
     tokens: TokenCache = field(default_factory=TokenCache)
+    telemetry: OperationTelemetry = field(default_factory=quiet_operations)
     # Set on the view of one request (``for_route``); app-wide it is None.
     route_policy: Policy | None = None
     # Store writes no answer waits for (shadow records); drained before the store closes.

@@ -14,16 +14,16 @@ thing the proxy observes. The same instruments feed OTLP and ``GET /metrics``.
     turngate.stream.late_blocks_quarantined     counter           api
     turngate.stream.preview_retractions         counter           api
     turngate.stream.duplicate_deltas            counter           api
-    turngate.cas.conflicts                      counter           api
+    turngate.cas.conflicts                      counter           api, stage
     turngate.tool_calls.partial_dispatches      counter           api  (must stay 0)
     turngate.request.duration                   histogram         route, api, status, seconds
     turngate.stream.time_to_first_byte          histogram         api, seconds
     turngate.upstream.errors                    counter           api, status
 
-Every counter labelled by ``api`` alone starts at 0 for each API, so a scrape shows the
-series before the first event and an alert on ``partial_dispatches > 0`` has a series to
-watch. Labels are bounded: rule codes are the validator's stable codes, ``route`` is a
-template (``route_label``), never a raw path.
+Every counter labelled by ``api`` alone (and ``cas.conflicts`` for each stage) starts at 0
+for each API, so a scrape shows the series before the first event and an alert on
+``partial_dispatches > 0`` has a series to watch. Labels are bounded: rule codes are the
+validator's stable codes, ``route`` is a template (``route_label``), never a raw path.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ from turngate.graph.validator import DUPLICATE_RESULT, ORPHAN_RESULT
 
 APIS: tuple[ApiName, ...] = get_args(ApiName)
 UnknownOutcome = Literal["recovered", "settled", "cancelled"]
+# Which compare-and-swap lost: a request's claim of its conversation revision (answered 409),
+# the claim of an automatic retry's next attempt, or the canonical-turn commit.
+CasStage = Literal["claim", "retry", "commit"]
+CAS_STAGES: tuple[CasStage, ...] = get_args(CasStage)
 
 _SECONDS_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
@@ -104,7 +108,7 @@ class DispatchMetrics:
         self._cas_conflicts = counter(
             "turngate.cas.conflicts",
             unit="{conflict}",
-            description="Claims that lost the canonical compare-and-swap to another attempt",
+            description="Claims and canonical commits that lost their compare-and-swap",
         )
         self._partial = counter(
             "turngate.tool_calls.partial_dispatches",
@@ -156,11 +160,18 @@ class DispatchMetrics:
             self._quarantined,
             self._retracted,
             self._duplicate_deltas,
-            self._cas_conflicts,
             self._partial,
         ):
             for api in APIS:
                 instrument.add(0, self._by_api[api])
+        self._by_stage = {
+            (api, stage): {"api": api, "stage": stage}
+            for api in (*APIS, "none")
+            for stage in CAS_STAGES
+        }
+        for api in APIS:
+            for stage in CAS_STAGES:
+                self._cas_conflicts.add(0, self._by_stage[api, stage])
 
     def _labels(self, api: str | None) -> dict[str, str]:
         labels = self._by_api.get(_api(api))
@@ -191,8 +202,9 @@ class DispatchMetrics:
 
     # -- dispatch state ------------------------------------------------------------------
 
-    def cas_conflict(self, api: str | None) -> None:
-        self._cas_conflicts.add(1, self._labels(api))
+    def cas_conflict(self, api: str | None, stage: CasStage = "claim") -> None:
+        labels = self._by_stage.get((_api(api), stage))
+        self._cas_conflicts.add(1, labels or {"api": _api(api), "stage": stage})
 
     def recovery_attempt(self, api: str) -> None:
         self._recovery_attempts.add(1, self._labels(api))
