@@ -80,16 +80,17 @@ def decode_json(raw: bytes) -> dict[str, Any]:
         raise BadRequestBody(
             "turngate: the request body must be a JSON object", rule="invalid_json"
         )
-    # Braces in the bytes bound the containers from above (strings may hold some too): only a
-    # body that could exceed the cap pays for a walk, which stops at the cap.
-    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_CONTAINERS:
-        _check_containers(value)
-    if json_depth_exceeds(value, MAX_JSON_DEPTH):
+    keys = _walk(value, MAX_JSON_DEPTH)
+    if keys is None:
+        # A body both too deep and too large is refused as too large, whichever the walk met
+        # first (the walk stops at the depth limit, before counting every container).
+        if raw.count(b"{") + raw.count(b"[") > MAX_JSON_CONTAINERS:
+            _check_containers(value)
         raise BadRequestBody(
             f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
             rule="json_too_deep",
         )
-    duplicate = duplicate_key(raw, json_keys(value))
+    duplicate = duplicate_key(raw, keys)
     if duplicate is not None:
         raise BadRequestBody(
             f"turngate: the request body repeats the JSON key {duplicate[:64]!r} in one object",
@@ -98,9 +99,45 @@ def decode_json(raw: bytes) -> dict[str, Any]:
     return value
 
 
-# A quote, optional space, a colon: every key's end, plus escaped quotes inside strings.
+def _walk(value: dict[str, Any], depth_limit: int) -> int | None:
+    """The keys of every object in ``value``; None when containers nest deeper than
+    ``depth_limit`` (the top object is depth 1). Raises ``request_too_large`` past
+    ``MAX_JSON_CONTAINERS`` objects and arrays.
+
+    One level at a time, so no (node, depth) pair is built per container: on the hot path
+    for every body, this walk is the one pass over the parsed tree.
+    """
+    keys, containers, depth = 0, 0, 1
+    level: list[Any] = [value]
+    while level:
+        containers += len(level)
+        if containers > MAX_JSON_CONTAINERS:
+            raise _too_many_containers()
+        below: list[Any] = []
+        push = below.append
+        for node in level:
+            children = node
+            if type(node) is dict:
+                keys += len(node)
+                children = node.values()
+            for child in children:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    push(child)
+        if below:
+            if depth >= depth_limit:
+                return None
+            depth += 1
+        level = below
+    return keys
+
+
+# Every key ends in a quote, optional whitespace, a colon; escaped quotes inside strings can
+# be followed by a colon too. The patterns each start with a literal, which re finds fast.
+_QUOTE_COLON = re.compile(rb'":')
+_ESCAPED_QUOTE_COLON = re.compile(rb'\\":')
+_TWICE_ESCAPED_QUOTE_COLON = re.compile(rb'\\\\":')
 _SPACED_KEY_END = re.compile(rb'"[ \t\r\n]+:')
-_QUOTE_SPACE = (b'" ', b'"\t', b'"\n', b'"\r')
 
 
 def duplicate_key(raw: bytes, parsed_keys: int) -> str | None:
@@ -108,12 +145,11 @@ def duplicate_key(raw: bytes, parsed_keys: int) -> str | None:
 
     orjson keeps the last of repeated keys, but the client's own bytes are what is sent, and
     a provider that keeps the first would read a body turngate never validated. Fast path:
-    the key ends counted in the bytes (an escaped ``\\":`` inside a string can only add to
-    the count) equal the keys parsed (repeats can only lower it), so equality means no
-    repeat. A key ending in an escaped backslash would be missed by the count: such bodies,
-    and any mismatch, take the exact check with the standard library.
+    an upper bound on the key ends in the bytes (``_key_ends_at_most``) equal to the keys
+    parsed (repeats can only lower that) means no key is repeated. Any other body takes the
+    exact check with the standard library.
     """
-    if b'\\\\"' not in raw and _key_ends(raw) == parsed_keys:
+    if _key_ends_at_most(raw) == parsed_keys:
         return None
     found: list[str] = []
 
@@ -129,11 +165,30 @@ def duplicate_key(raw: bytes, parsed_keys: int) -> str | None:
     return found[0] if found else None
 
 
-def _key_ends(raw: bytes) -> int:
-    count = raw.count(b'":') - raw.count(b'\\":')
-    if any(pattern in raw for pattern in _QUOTE_SPACE):
-        count += len(_SPACED_KEY_END.findall(raw))
-    return count
+def _key_ends_at_most(raw: bytes) -> int:
+    """At least as many as the keys written in ``raw``, and exactly as many for most bodies.
+
+    A key ends in a quote preceded by an even run of backslashes (none, or escaped
+    backslashes), optional whitespace, and a colon. Of the ``":`` in the bytes, those after
+    at least one backslash number ``\\":``, after at least two ``\\\\":``: counting
+    ``":`` - ``\\":`` + ``\\\\":`` drops escaped quotes (runs of one) and keeps keys
+    ending in an escaped backslash (runs of two); it can only count too many (an odd run of
+    three or more, a string value that opens with a colon), never too few. Spaced key ends
+    (``"a" :``) are added as counted, escaped or not.
+    """
+    count = len(_QUOTE_COLON.findall(raw))
+    escaped = len(_ESCAPED_QUOTE_COLON.findall(raw))
+    if escaped:
+        count += len(_TWICE_ESCAPED_QUOTE_COLON.findall(raw)) - escaped
+    return count + len(_SPACED_KEY_END.findall(raw))
+
+
+def _too_many_containers() -> BadRequestBody:
+    return BadRequestBody(
+        f"turngate: the request body holds more than {MAX_JSON_CONTAINERS} JSON objects and arrays",
+        rule="request_too_large",
+        status=413,
+    )
 
 
 def _check_containers(value: dict[str, Any]) -> None:
@@ -144,34 +199,10 @@ def _check_containers(value: dict[str, Any]) -> None:
         node = pop()
         containers += 1
         if containers > MAX_JSON_CONTAINERS:
-            raise BadRequestBody(
-                f"turngate: the request body holds more than {MAX_JSON_CONTAINERS} JSON objects"
-                " and arrays",
-                rule="request_too_large",
-                status=413,
-            )
+            raise _too_many_containers()
         for child in node.values() if type(node) is dict else node:
             if type(child) is dict or type(child) is list:
                 push(child)
-
-
-def json_keys(value: dict[str, Any]) -> int:
-    """The keys of every object in ``value``."""
-    count = 0
-    stack: list[Any] = [value]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node = pop()
-        if type(node) is dict:
-            count += len(node)
-            for child in node.values():
-                if type(child) is dict or type(child) is list:
-                    push(child)
-        else:
-            for child in node:
-                if type(child) is dict or type(child) is list:
-                    push(child)
-    return count
 
 
 def _not_json(raw: bytes, exc: orjson.JSONDecodeError) -> BadRequestBody:
