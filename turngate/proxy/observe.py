@@ -124,6 +124,15 @@ class OperationTelemetry:
                 self.unknown, self.metrics, record.operation_id, record.manifest.api, outcome
             )
 
+    def watched(self) -> list[str]:
+        """The operations the UNKNOWN gauges count now."""
+        return [] if self.unknown is None else self.unknown.dispatches.known()
+
+    def forget(self, operation_id: str) -> None:
+        """The operation is gone from the store (expired): no duration to record."""
+        if self.unknown is not None:
+            self.unknown.dispatches.resolved(operation_id, at=self.unknown.clock())
+
     def recovery_attempt(self, api: ApiName) -> None:
         self.metrics.recovery_attempt(api)
 

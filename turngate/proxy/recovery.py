@@ -21,8 +21,9 @@ replicas whose lease ran out, and prunes expired replay data. It holds no creden
 it never queries a handle: only a retry does.
 
 Telemetry (``services.telemetry``, observe.OperationTelemetry): every move out of UNKNOWN
-made here (SETTLE, RECOVER), or found made by another writer, is ``resolved``; an attempt
-taken over is ``lost``; each handle query is a recovery attempt, each RECOVER a success.
+made here (SETTLE, RECOVER), or found made by another writer (here, or by the task's look at
+what the gauges still count), is ``resolved``; an attempt taken over is ``lost``; each
+handle query is a recovery attempt, each RECOVER a success.
 """
 
 from __future__ import annotations
@@ -233,8 +234,9 @@ def recovery_interval(services: Services) -> float:
 
 
 async def recover_once(services: Services) -> int:
-    """One round: take over expired Redis owners, settle what passed its deadline, prune.
-    Returns how many attempts it settled."""
+    """One round: take over expired Redis owners, settle what passed its deadline, prune,
+    and let the UNKNOWN gauges forget what was resolved elsewhere. Returns how many
+    attempts it settled."""
     store = services.store
     take_over: Callable[..., Awaitable[list[OperationRecord]]] | None = getattr(
         store, "take_over_expired", None
@@ -246,10 +248,27 @@ async def recover_once(services: Services) -> int:
         for lost in taken:
             services.telemetry.lost(lost)
     settled = 0
-    for record in await store.unknown_operations(limit=UNKNOWN_LISTED):
+    listed = await store.unknown_operations(limit=UNKNOWN_LISTED)
+    for record in listed:
         settled += await settle_if_over(services, record, now=services.clock())
     await store.prune(now=services.clock())
+    await forget_resolved_elsewhere(services, {r.operation_id for r in listed})
     return settled
+
+
+async def forget_resolved_elsewhere(services: Services, listed: set[str]) -> None:
+    """The operations the UNKNOWN gauges count that the store no longer holds UNKNOWN: a
+    retry served by another replica settled or recovered them, or they expired. Resolved
+    now, so no gauge keeps an attempt that is over."""
+    telemetry = services.telemetry
+    for operation_id in telemetry.watched():
+        if operation_id in listed:
+            continue
+        current = await services.store.get(operation_id)
+        if current is None:
+            telemetry.forget(operation_id)
+        else:
+            telemetry.resolved(current)  # nothing while it is still UNKNOWN
 
 
 async def recovery_loop(services: Services) -> None:

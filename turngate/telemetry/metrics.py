@@ -280,6 +280,9 @@ class UnknownDispatches:
         since = self._since.pop(operation_id, None)
         return None if since is None else max(0.0, at - since)
 
+    def known(self) -> list[str]:
+        return list(self._since)
+
     def ages(self) -> list[float]:
         now = self._clock()
         return [max(0.0, now - since) for since in self._since.values()]
