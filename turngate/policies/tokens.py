@@ -123,22 +123,24 @@ class TokenCache:
 
     def total(self, texts: list[str], encoding: Encoding) -> int:
         counts = self._counts.setdefault(encoding, {})
+        # Every string of a request is looked up, most of them found: one C-level pass.
+        known: list[int | None] = list(map(counts.get, texts))
+        if None not in known:
+            return sum(known)  # type: ignore[arg-type]
         total = 0
         missing: dict[str, int] = {}
-        for text in texts:
-            known = counts.get(text)
-            if known is None:
+        for text, count in zip(texts, known, strict=True):
+            if count is None:
                 missing[text] = missing.get(text, 0) + 1
             else:
-                total += known
-        if missing:
-            fresh = count_texts(list(missing), encoding)
-            for (text, times), count in zip(missing.items(), fresh, strict=True):
-                total += count * times
-                if len(text) <= self.max_string:
-                    counts[text] = count
-                    self.chars += len(text)
-            self._evict(counts)
+                total += count
+        fresh = count_texts(list(missing), encoding)
+        for (text, times), count in zip(missing.items(), fresh, strict=True):
+            total += count * times
+            if len(text) <= self.max_string:
+                counts[text] = count
+                self.chars += len(text)
+        self._evict(counts)
         return total
 
     def _evict(self, counts: dict[str, int]) -> None:
@@ -160,8 +162,7 @@ class _Walk:
         if isinstance(value, dict):
             self._object(value, key)
         elif isinstance(value, list):
-            for item in value:
-                self.visit(item, key)
+            self._array(value, key)
         elif isinstance(value, str):
             self._string(value)
         else:
@@ -203,8 +204,22 @@ class _Walk:
                     self._string(value)
             elif kind_of is dict:
                 self._object(value, name)
+            elif kind_of is list:
+                self._array(value, name)
             else:
                 self.visit(value, name)
+
+    def _array(self, items: list[Any], key: str | None) -> None:
+        # Messages, content parts, tool calls: objects and short strings inline, as above.
+        texts = self.texts
+        for item in items:
+            kind_of = type(item)
+            if kind_of is dict:
+                self._object(item, key)
+            elif kind_of is str and len(item) < 1024:
+                texts.append(item)
+            else:
+                self.visit(item, key)
 
     def _media_tokens(self, kind: MediaKind, item: Any) -> int:
         estimates = self.estimates
