@@ -14,6 +14,7 @@ is ignored (``allow``), reported in a response header (``flag``) or refused (``r
 from __future__ import annotations
 
 import dataclasses
+from operator import attrgetter
 from typing import Literal, TypeVar, assert_never, get_args
 
 from turngate.graph.capabilities import Capabilities
@@ -75,33 +76,41 @@ def source_of(block: AnyBlock) -> TrustSource:
 def relabel(seq: MessageSequence, policy: TrustPolicy) -> MessageSequence:
     """``seq`` with every block labelled by ``policy``; ``seq`` itself when nothing changes."""
     labels: dict[TrustSource, Trust] = {source: getattr(policy, source) for source in _SOURCES}
+    # A block's source depends on its class and role only: worked out once per pair, since
+    # on the hot path most requests change no label and this is the whole cost.
+    label_of: dict[tuple[type[AnyBlock], str], Trust] = {}
     messages: list[Message] | None = None
     for index, message in enumerate(seq.messages):
-        relabelled = _relabel_message(message, labels)
-        if relabelled is not message:
+        blocks: list[AnyBlock] | None = None
+        for position, block in enumerate(message.blocks):
+            kind = (type(block), block.role)
+            label = label_of.get(kind)
+            if label is None:
+                label = label_of[kind] = labels[source_of(block)]
+            if block.trust == label and (
+                type(block) is not ToolResultBlock or _parts_labelled(block, label)
+            ):
+                continue
+            if blocks is None:
+                blocks = list(message.blocks)
+            blocks[position] = _relabelled(block, label)
+        if blocks is not None:
             if messages is None:
                 messages = list(seq.messages)
-            messages[index] = relabelled
+            messages[index] = dataclasses.replace(message, blocks=tuple(blocks))
     return seq if messages is None else dataclasses.replace(seq, messages=tuple(messages))
 
 
-def _relabel_message(message: Message, labels: dict[TrustSource, Trust]) -> Message:
-    blocks: list[AnyBlock] | None = None
-    for index, block in enumerate(message.blocks):
-        relabelled = _relabel_block(block, labels)
-        if relabelled is not block:
-            if blocks is None:
-                blocks = list(message.blocks)
-            blocks[index] = relabelled
-    return message if blocks is None else dataclasses.replace(message, blocks=tuple(blocks))
+_TRUST = attrgetter("trust")
 
 
-def _relabel_block(block: AnyBlock, labels: dict[TrustSource, Trust]) -> AnyBlock:
-    label = labels[source_of(block)]
+def _parts_labelled(result: ToolResultBlock, label: Trust) -> bool:
+    # The parts of a result are the tool's output: they carry the result's label.
+    return all(map(label.__eq__, map(_TRUST, result.content)))
+
+
+def _relabelled(block: AnyBlock, label: Trust) -> AnyBlock:
     if isinstance(block, ToolResultBlock):
-        # The parts of a result are the tool's output: they carry the result's label.
-        if label == block.trust and all(part.trust == label for part in block.content):
-            return block
         parts = tuple(_with_trust(part, label) for part in block.content)
         return dataclasses.replace(block, trust=label, content=parts)
     return _with_trust(block, label)
