@@ -279,3 +279,38 @@ def test_every_copy_of_the_clients_trace_headers_is_replaced(capture: Captured) 
     assert len(outbound.getall("traceparent")) == 1
     assert outbound["traceparent"].split("-")[2] == f"{span.span.get_span_context().span_id:016x}"
     assert outbound["X"] == "y"
+
+
+@pytest.mark.parametrize("tokens", [10**30, -5, True, 2**63])
+def test_an_upstreams_impossible_token_count_is_left_out_not_exported(
+    capture: Captured, tokens: int
+) -> None:
+    with capture.telemetry.dispatch_span(
+        api="openai_chat", model="m", route="/r", stream=False, rollout_mode="enforce"
+    ) as span:
+        span.response(input_tokens=tokens, output_tokens=7)
+    (dispatch,) = capture.finished()
+    attributes = dict(dispatch.attributes or {})
+    assert "gen_ai.usage.input_tokens" not in attributes
+    assert attributes["gen_ai.usage.output_tokens"] == 7
+
+
+def test_an_upstreams_model_id_and_finish_reasons_are_bounded(capture: Captured) -> None:
+    with capture.telemetry.dispatch_span(
+        api="openai_chat", model="m", route="/r", stream=False, rollout_mode="enforce"
+    ) as span:
+        span.response(
+            model="x" * 100_000,
+            response_id="y" * 100_000,
+            finish_reasons=["stop" * 1000] * 1000,
+            input_tokens=2**63 - 1,
+        )
+    (dispatch,) = capture.finished()
+    attributes = dict(dispatch.attributes or {})
+    assert attributes["gen_ai.response.model"] == "x" * tracing.MAX_UPSTREAM_TEXT
+    assert attributes["gen_ai.response.id"] == "y" * tracing.MAX_UPSTREAM_TEXT
+    reasons = attributes["gen_ai.response.finish_reasons"]
+    assert isinstance(reasons, tuple)
+    assert len(reasons) == tracing.MAX_FINISH_REASONS
+    assert all(len(r) == tracing.MAX_UPSTREAM_TEXT for r in reasons)
+    assert attributes["gen_ai.usage.input_tokens"] == 2**63 - 1

@@ -47,6 +47,10 @@ GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+
+MAX_UPSTREAM_TEXT: Final = 256
+MAX_FINISH_REASONS: Final = 16
+MAX_TOKEN_COUNT: Final = 2**63 - 1
 ERROR_TYPE: Final = "error.type"
 
 PROVIDER_NAME: dict[ApiName, str] = {
@@ -89,6 +93,13 @@ def dispatch_attributes(
     if conversation_id:
         attributes[GEN_AI_CONVERSATION_ID] = conversation_id
     return attributes
+
+
+def token_count(value: object) -> int | None:
+    """An upstream's token count as the exporters can carry it (int64), or None."""
+    if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
+        return None
+    return value
 
 
 def error_kind(exc: BaseException) -> str:
@@ -207,17 +218,24 @@ class DispatchSpan:
     ) -> None:
         if not self._recording:
             return
+        # Every value here comes from the upstream's answer: bounded, so a hostile or broken
+        # upstream cannot make a span huge or a count the exporter cannot encode (int64).
         attributes: dict[str, str | int | list[str]] = {}
         if model:
-            attributes[GEN_AI_RESPONSE_MODEL] = model
+            attributes[GEN_AI_RESPONSE_MODEL] = model[:MAX_UPSTREAM_TEXT]
         if response_id:
-            attributes[GEN_AI_RESPONSE_ID] = response_id
+            attributes[GEN_AI_RESPONSE_ID] = response_id[:MAX_UPSTREAM_TEXT]
         if finish_reasons:
-            attributes[GEN_AI_RESPONSE_FINISH_REASONS] = list(finish_reasons)
-        if input_tokens is not None:
-            attributes[GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-        if output_tokens is not None:
-            attributes[GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+            attributes[GEN_AI_RESPONSE_FINISH_REASONS] = [
+                reason[:MAX_UPSTREAM_TEXT] for reason in finish_reasons[:MAX_FINISH_REASONS]
+            ]
+        for key, tokens in (
+            (GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
+            (GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
+        ):
+            count = token_count(tokens)
+            if count is not None:
+                attributes[key] = count
         self.span.set_attributes(attributes)
 
     def content(self, *, input_messages: object = None, output_messages: object = None) -> None:
