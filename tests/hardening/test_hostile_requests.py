@@ -183,8 +183,7 @@ METHOD_ROWS = [
     ("DELETE", "/turngate/v1/shadow", 405),
     ("POST", "/turngate/v1/operations/op_x", 405),
     ("TRACE", "/openai/v1/chat/completions", 405),
-    # aiohttp's router never hands CONNECT to a handler: its own 404.
-    ("CONNECT", "/anthropic/v1/messages", 404),
+    ("CONNECT", "/anthropic/v1/messages", 405),
     ("PROPFIND", "/gemini/v1beta/models", 405),
 ]
 

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import orjson
@@ -81,7 +81,7 @@ def create_app(
             settings.config, os.environ, mode=settings.mode, registry=adapters
         )
     resolved = policies
-    app = web.Application(client_max_size=settings.max_body_bytes)
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[refuse_connect])
     if telemetry is None:
         telemetry = setup_telemetry(secrets=[credential_secret] if credential_secret else [])
     # Before the catch-all route (GET /metrics); its cleanup runs after services_ctx's.
@@ -207,6 +207,18 @@ def _count_param(request: web.Request, name: str, default: int) -> int:
 # What the providers' APIs use; TRACE, CONNECT and unknown methods are never relayed.
 RELAYED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _OWN_PATHS = ("/healthz", "/readyz")
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def refuse_connect(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """CONNECT asks for a tunnel; turngate is a reverse proxy and opens none. aiohttp routes
+    no CONNECT to a handler, so without this its answer would be a bare 404."""
+    if request.method == "CONNECT":
+        return _method_not_allowed(request, ", ".join(sorted(RELAYED_METHODS)))
+    return await handler(request)
 
 
 async def provider_route(request: web.Request) -> web.StreamResponse:
