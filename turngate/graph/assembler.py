@@ -16,19 +16,16 @@
 ``StreamFailed`` error. Deltas are de-duplicated by (response handle, generation, block
 index, delta sequence): a delta at or below its block's highest sequence so far is dropped.
 The assembler's states and the signals that move it are the ``TRANSITIONS`` table; a signal
-the table does not allow in a state fails the turn (``stream_protocol``).
+the table does not allow in a state fails the turn (``stream_protocol``). The table, the
+outputs and the failure rules are in ``stream_outputs`` (re-exported here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, assert_never
 
-import orjson
-
-from turngate.errors import TurngateError, UpstreamProtocolError
+from turngate.errors import TurngateError
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.events import (
     HELD_KINDS,
@@ -60,137 +57,65 @@ from turngate.graph.model import (
     UnknownBlock,
 )
 from turngate.graph.schema_check import CallChecker, ToolSchemas, json_object
+from turngate.graph.stream_outputs import (
+    ARGUMENTS_MISMATCH,
+    ARGUMENTS_TOO_DEEP,
+    MAX_NESTING,
+    MISSING_STOP,
+    STREAM_MISMATCH,
+    STREAM_PROTOCOL,
+    STREAM_TRUNCATED,
+    TERMINAL,
+    TRANSITIONS,
+    UNKNOWN_KIND,
+    UPSTREAM_ERROR,
+    A,
+    AssemblerState,
+    BlockBuilder,
+    Commit,
+    Complete,
+    Failed,
+    G,
+    Output,
+    Preview,
+    Quarantine,
+    Retract,
+    Signal,
+    StreamFailed,
+    json_nests_deeper,
+    nests_deeper,
+)
 from turngate.graph.turn import AssistantTurn, Usage
 from turngate.graph.validator import INCOMPLETE_ARGUMENTS
 
-STREAM_TRUNCATED = "stream_truncated"
-MISSING_STOP = "missing_stop"
-STREAM_PROTOCOL = "stream_protocol"
-UPSTREAM_ERROR = "upstream_error"
-ARGUMENTS_MISMATCH = "arguments_mismatch"
-STREAM_MISMATCH = "stream_mismatch"
-UNKNOWN_KIND = "unknown_kind"
-ARGUMENTS_TOO_DEEP = "arguments_too_deep"
-# Deepest JSON a committed block may hold: orjson reads 1024 levels but writes only 254, and
-# checking a value against a recursive schema recurses as deep as the value nests.
-MAX_NESTING = 128
-
-# Builds the committed block from the block's final native object, the way the API's own
-# response parser does, so a streamed turn equals the same turn read whole. None: the
-# assembler's generic construction is used.
-BlockBuilder = Callable[[BlockStart, BlockStop, str, int], AnyBlock | None]
-
-
-class AssemblerState(StrEnum):
-    AWAITING_START = "AWAITING_START"
-    STREAMING = "STREAMING"
-    # The stop reason arrived; waiting for the API's terminator.
-    ENDING = "ENDING"
-    # Terminator arrived and every block is committed: the turn is canonical.
-    COMPLETE = "COMPLETE"
-    FAILED = "FAILED"
-
-
-class Signal(StrEnum):
-    START = "start"
-    BLOCK = "block"
-    # Usage and frames with no content of their own.
-    META = "meta"
-    TURN_END = "turn_end"
-    DONE = "done"
-    # The provider reported an error, or a block failed its checks.
-    ERROR = "error"
-    # The connection ended (APIs whose end *is* the connection close signal DONE instead).
-    EOF = "eof"
-
-
-A, G = AssemblerState, Signal
-
-TRANSITIONS: dict[tuple[AssemblerState, Signal], AssemblerState] = {
-    (A.AWAITING_START, G.START): A.STREAMING,
-    (A.AWAITING_START, G.META): A.AWAITING_START,
-    (A.AWAITING_START, G.ERROR): A.FAILED,
-    (A.AWAITING_START, G.EOF): A.FAILED,
-    (A.STREAMING, G.BLOCK): A.STREAMING,
-    (A.STREAMING, G.META): A.STREAMING,
-    (A.STREAMING, G.TURN_END): A.ENDING,
-    (A.STREAMING, G.ERROR): A.FAILED,
-    (A.STREAMING, G.EOF): A.FAILED,
-    (A.ENDING, G.META): A.ENDING,
-    (A.ENDING, G.DONE): A.COMPLETE,
-    (A.ENDING, G.ERROR): A.FAILED,
-    (A.ENDING, G.EOF): A.FAILED,
-}
-TERMINAL: frozenset[AssemblerState] = frozenset({A.COMPLETE, A.FAILED})
-
-
-class StreamFailed(UpstreamProtocolError):
-    """The turn will never be canonical. ``native``/``raw``: the provider's own error, if any."""
-
-    rule = STREAM_TRUNCATED
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        rule: str,
-        native: dict[str, Any] | None = None,
-        raw: bytes | None = None,
-        block_index: int | None = None,
-    ) -> None:
-        super().__init__(message, rule=rule)
-        self.native = native
-        self.raw = raw
-        self.block_index = block_index
-        self.retracted: tuple[Retract, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Preview:
-    event: StreamEvent
-    block_id: str | None = None
-    # The first preview of its block (where an explicit ``turngate.preview`` mark goes).
-    first: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Commit:
-    block_id: str
-    index: int
-    block: AnyBlock
-    start: BlockStart
-    stop: BlockStop
-    # The block's events that were held back (held kinds), in arrival order.
-    held: tuple[StreamEvent, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Retract:
-    block_id: str
-    index: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Quarantine:
-    event: StreamEvent
-    generation: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Complete:
-    turn: AssistantTurn
-    # None when the API's end is the connection close (Gemini).
-    event: StreamDone | None
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    error: StreamFailed
-
-
-Output = Preview | Commit | Retract | Quarantine | Complete | Failed
+# Re-exported: the assembler's vocabulary lives in ``stream_outputs``.
+__all__ = [
+    "ARGUMENTS_MISMATCH",
+    "ARGUMENTS_TOO_DEEP",
+    "MAX_NESTING",
+    "MISSING_STOP",
+    "STREAM_MISMATCH",
+    "STREAM_PROTOCOL",
+    "STREAM_TRUNCATED",
+    "TERMINAL",
+    "TRANSITIONS",
+    "UNKNOWN_KIND",
+    "UPSTREAM_ERROR",
+    "AssemblerState",
+    "BlockBuilder",
+    "Commit",
+    "Complete",
+    "Failed",
+    "Output",
+    "Preview",
+    "Quarantine",
+    "Retract",
+    "Signal",
+    "StreamAssembler",
+    "StreamFailed",
+    "json_nests_deeper",
+    "nests_deeper",
+]
 
 
 @dataclass(slots=True)
@@ -327,19 +252,16 @@ class StreamAssembler:
 
     def _dispatch(self, event: StreamEvent) -> list[Output]:
         match event:
+            # Deltas first: nearly every event is one.
+            case TextDelta() | ArgsDelta() | ReasoningDelta():
+                self._advance(G.BLOCK)
+                return self._delta(event)
             case ResponseStart():
                 return self._start(event)
             case BlockStart():
                 self._advance(G.BLOCK)
                 return self._block_start(event)
-            case (
-                TextDelta()
-                | ArgsDelta()
-                | ReasoningDelta()
-                | SignatureDelta()
-                | CitationDelta()
-                | OpaqueDelta()
-            ):
+            case SignatureDelta() | CitationDelta() | OpaqueDelta():
                 self._advance(G.BLOCK)
                 return self._delta(event)
             case BlockStop():
@@ -383,6 +305,9 @@ class StreamAssembler:
                 assert_never(event)
 
     def _advance(self, signal: Signal) -> None:
+        if self.state is A.STREAMING and (signal is G.BLOCK or signal is G.META):
+            # The table's answer for nearly every event, without hashing two enums.
+            return
         following = TRANSITIONS.get((self.state, signal))
         if following is None:
             raise _Refused(STREAM_PROTOCOL, f"'{signal}' is not allowed while {self.state}")
@@ -617,31 +542,6 @@ class StreamAssembler:
                 f"block {stop.index}: the streamed arguments differ from the final ones",
             )
         return stop.arguments
-
-
-def nests_deeper(value: dict[str, Any] | list[Any], limit: int) -> bool:
-    """True when containers nest more than ``limit`` deep (``value`` itself is depth 1)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        for child in node.values() if isinstance(node, dict) else node:
-            if isinstance(child, dict | list):
-                if depth >= limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
-
-
-def json_nests_deeper(text: str, limit: int) -> bool:
-    """Whether JSON text nests more than ``limit`` deep; text that is not JSON does not.
-    Counting brackets first keeps the common case to one fast scan."""
-    if text.count("{") + text.count("[") <= limit:
-        return False
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(value, dict | list) and nests_deeper(value, limit)
 
 
 def _merge_usage(old: Usage | None, new: Usage) -> Usage:
