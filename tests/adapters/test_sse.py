@@ -190,6 +190,71 @@ def test_encoded_frames_decode_back_at_any_split(
     assert b"".join(f.raw for f in decoded) == data
 
 
+_LINE = st.one_of(
+    st.builds(lambda t: "data: " + t, _FIELD_TEXT),
+    st.builds(lambda t: "data:" + t, _FIELD_TEXT),
+    st.sampled_from(["data", "event: e", "id: 7", "retry: 15", ": ping", "foo: bar", ""]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(_LINE, max_size=24),
+    bom=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=8),
+)
+def test_lf_streams_frame_as_the_same_lines_with_crlf(
+    lines: list[str], bom: bool, cuts: list[int]
+) -> None:
+    """Input with no ``\\r`` is cut at blank lines in bulk; with ``\\r\\n`` line by line.
+    Both must give the same frames, at any split, cut short or not."""
+    lf = (b"\xef\xbb\xbf" if bom else b"") + "\n".join(lines).encode()
+    crlf = lf.replace(b"\n", b"\r\n")
+    decoders = (SSEDecoder(), SSEDecoder())
+    found = []
+    for decoder, data in zip(decoders, (lf, crlf), strict=True):
+        frames: list[SSEFrame] = []
+        at = 0
+        for cut in sorted({c for c in cuts if c <= len(data)}):
+            frames += decoder.feed(data[at:cut])
+            at = cut
+        frames += decoder.feed(data[at:]) + decoder.close()
+        found.append(
+            [
+                (f.data, f.event, f.id, f.retry, f.raw.replace(b"\r\n", b"\n"), f.truncated)
+                for f in frames
+            ]
+        )
+    assert found[0] == found[1]
+    assert [d.last_event_id for d in decoders] == [decoders[1].last_event_id] * 2
+    assert decoders[0].truncated == decoders[1].truncated
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(_LINE, max_size=24),
+    crlf_from=st.integers(min_value=0, max_value=24),
+    cuts=st.lists(st.integers(min_value=0, max_value=300), min_size=1, max_size=8),
+)
+def test_a_first_cr_mid_stream_changes_no_frame(
+    lines: list[str], crlf_from: int, cuts: list[int]
+) -> None:
+    """Reads before the first ``\\r`` are cut in bulk, the rest line by line; one read of
+    the same bytes goes line by line from the start."""
+    data = b"".join(
+        line.encode() + (b"\r\n" if at >= crlf_from else b"\n") for at, line in enumerate(lines)
+    )
+    split = decode_split(data, [c for c in cuts if c <= len(data)])
+    assert split == decode_all(data)
+
+
+def test_a_long_block_coming_in_pieces_is_checked_line_by_line() -> None:
+    decoder = SSEDecoder(max_line=64)
+    assert decoder.feed(b"event: e\n" + b"data: " + b"x" * 50 + b"\n") == []
+    with pytest.raises(SSEFrameTooLarge):
+        decoder.feed(b"data: " + b"y" * 70)
+
+
 @pytest.mark.parametrize("path", fixture_params("*/*.sse"))
 def test_recorded_streams_frame_identically_whole_and_byte_by_byte(path: Path) -> None:
     data = path.read_bytes()

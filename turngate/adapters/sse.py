@@ -15,6 +15,10 @@ same frames, byte for byte, as one read. Buffers are bounded: a line longer than
 ``max_line`` or a frame larger than ``max_frame`` raises ``SSEFrameTooLarge`` instead of
 growing without end, and a line trickling in is searched once, not once per read.
 
+Input without ``\\r`` (what most providers send) is cut at blank lines in bulk with
+``find``, and a block's fields are read once the block is whole; the first ``\\r`` hands the
+rest to the line-by-line scanner. Both give the same frames at any split.
+
 ``StreamEncoder`` is what the four API encoders share (marks, previews relayed as their raw
 frames, the failure path); ``StreamRelay`` chains SSE decoding, the API's stream decoder,
 the ``StreamAssembler`` and the API's encoder.
@@ -25,7 +29,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal, Protocol, assert_never
 
 import orjson
@@ -46,7 +50,14 @@ from turngate.graph.assembler import (
     nests_deeper,
 )
 from turngate.graph.capabilities import Capabilities
-from turngate.graph.events import BlockStart, BlockStop, Native, ResponseStart, StreamEvent
+from turngate.graph.events import (
+    BlockStart,
+    BlockStop,
+    Native,
+    ResponseStart,
+    StreamEvent,
+    event_class,
+)
 from turngate.graph.model import AnyBlock, ApiName
 from turngate.graph.schema_check import ToolSchemas
 from turngate.graph.turn import AssistantTurn
@@ -79,7 +90,7 @@ class SSETruncated(SSEError):
     rule = "sse_truncated"
 
 
-@dataclass(frozen=True, slots=True)
+@event_class
 class SSEFrame:
     """One dispatched event. ``data`` is the joined ``data`` lines; ``raw`` its exact bytes."""
 
@@ -104,6 +115,9 @@ class SSEDecoder:
         self._seen = 0
         self._started = False
         self._closed = False
+        # No ``\r`` came yet: frames end in ``\n\n`` and ``_scan_blocks`` cuts whole blocks
+        # with bytes operations. The first ``\r`` hands the rest to the line scanner.
+        self._plain = True
         self._data: list[bytes] = []
         self._has_data = False
         self._event: str | None = None
@@ -116,14 +130,34 @@ class SSEDecoder:
     def feed(self, data: bytes) -> list[SSEFrame]:
         if self._closed:
             raise SSEError("SSE input fed after close()", rule="sse_closed")
-        self._buf += data
-        if not self._started:
-            if len(self._buf) < len(_BOM) and _BOM.startswith(self._buf):
-                return []
-            if self._buf.startswith(_BOM):
-                del self._buf[: len(_BOM)]
-            self._started = True
-        return self._scan(final=False)
+        if self._plain and b"\r" in data:
+            self._to_lines()
+        buf = self._buf
+        if self._started and self._plain and not buf:
+            # The common read: the last one ended on a frame boundary. Cut this one where it
+            # is and keep only what is left of an unfinished frame.
+            frames, taken, pos, seen = self._scan_blocks(data, 0, 0)
+            if taken < len(data):
+                buf += memoryview(data)[taken:]
+        else:
+            buf += data
+            if not self._started:
+                if len(buf) < len(_BOM) and _BOM.startswith(buf):
+                    return []
+                if buf.startswith(_BOM):
+                    del buf[: len(_BOM)]
+                self._started = True
+            if not self._plain:
+                return self._scan(final=False)
+            frames, taken, pos, seen = self._scan_blocks(buf, self._pos, self._seen)
+            if taken:
+                del buf[:taken]
+        self._pos, self._seen = pos - taken, seen - taken
+        if not self._plain:
+            # A long unfinished block was handed to the line scanner: its lines are checked
+            # against ``max_line`` now.
+            frames += self._scan(final=False)
+        return frames
 
     def close(self, *, strict: bool = False) -> list[SSEFrame]:
         """End of input. Returns the frame cut short, flagged ``truncated``, if there was one.
@@ -132,6 +166,8 @@ class SSEDecoder:
         """
         if self._closed:
             return []
+        # The lines of an unfinished block are read one by one from here.
+        self._to_lines()
         frames = self._scan(final=True)
         self._closed = True
         buf = self._buf
@@ -147,6 +183,82 @@ class SSEDecoder:
         buf.clear()
         self._pos = self._seen = 0
         return frames
+
+    def _to_lines(self) -> None:
+        """From now on every line goes through ``_scan``. ``_scan_blocks`` stops only on
+        block boundaries, so the frame state is clean at ``_pos``; only ``_seen`` (there:
+        where to look for the next blank line) means something else to ``_scan``."""
+        if self._plain:
+            self._plain = False
+            self._seen = self._pos
+
+    def _scan_blocks(
+        self, text: bytes | bytearray, pos: int, seen: int
+    ) -> tuple[list[SSEFrame], int, int, int]:
+        """Frames of ``\\n``-only input, cut at blank lines with ``find``; a block's fields
+        are read once the block is whole. ``pos``: the first unread line (a block start);
+        ``seen``: where the search for a blank line resumes (none starts before it).
+
+        Returns the frames, the bytes they took (from 0), and the new ``pos`` and ``seen``.
+        """
+        end = len(text)
+        frame_end = 0
+        frames: list[SSEFrame] = []
+        max_line = self.max_line
+        find = text.find
+        while pos < end:
+            if text[pos] == _LF:
+                # A blank line at a block start: it ends a comment-only block, or nothing.
+                after = pos + 1
+            else:
+                if seen > pos:
+                    # This block was searched before, up to ``seen``.
+                    at = find(b"\n\n", seen)
+                else:
+                    at = find(b"\n", pos)
+                    if at >= 0 and at + 1 < end and text[at + 1] != _LF:
+                        at = find(b"\n\n", at)
+                    elif at + 1 == end:
+                        at = -1
+                if at < 0:
+                    break
+                after = at + 2
+                if at - pos > max_line:
+                    self._check_lines(bytes(text[pos:at]))
+                if text.startswith(b"data: ", pos) and text.find(b"\n", pos, at) < 0:
+                    # One ``data`` line, the frame of nearly every stream. The fields of a
+                    # block start out empty, so it is the whole frame.
+                    if after - frame_end > self.max_frame:
+                        raise SSEFrameTooLarge(f"SSE frame larger than {self.max_frame} bytes")
+                    raw = bytes(text[frame_end:after])
+                    frames.append(SSEFrame(raw[pos + 6 - frame_end : at - frame_end], raw=raw))
+                    pos = seen = frame_end = after
+                    continue
+                for line in bytes(text[pos:at]).split(b"\n"):
+                    self._line(line)
+            if self._has_data:
+                if after - frame_end > self.max_frame:
+                    raise SSEFrameTooLarge(f"SSE frame larger than {self.max_frame} bytes")
+                frames.append(self._frame(bytes(text[frame_end:after])))
+                frame_end = after
+            else:
+                self._event = None
+                self._id = None
+                self._retry = None
+            pos = seen = after
+        if end - frame_end > self.max_frame:
+            raise SSEFrameTooLarge(f"SSE frame larger than {self.max_frame} bytes")
+        if end - pos > max_line:
+            # A long unfinished block: the line scanner reads it line by line from here, so
+            # an over-long line is refused before the whole block has come.
+            self._plain = False
+            return frames, frame_end, pos, pos
+        # The last byte may be the first ``\n`` of a blank line.
+        return frames, frame_end, pos, max(pos, end - 1)
+
+    def _check_lines(self, block: bytes) -> None:
+        if any(len(line) > self.max_line for line in block.split(b"\n")):
+            raise SSEFrameTooLarge(f"SSE line longer than {self.max_line} bytes")
 
     def _scan(self, *, final: bool) -> list[SSEFrame]:
         buf = self._buf
@@ -602,20 +714,24 @@ class StreamRelay:
     def _frames(
         self, lane: tuple[SSEDecoder, StreamDecoder], frames: list[SSEFrame], generation: int | None
     ) -> bytes:
-        out = bytearray()
-        feed = self.assembler.feed
+        """The client bytes of one read's frames, joined for one write."""
+        out: list[bytes] = []
+        feed, decode, write = self.assembler.feed, lane[1].decode, self._write
+        active = generation is None or generation == self.generation
         for frame in frames:
             try:
-                events = lane[1].decode(frame)
+                events = decode(frame)
             except TurngateError as exc:
-                out += self._write(self._fail(exc, generation))
+                out.append(write(self._fail(exc, generation)))
                 break
-            active = generation is None or generation == self.generation
             for event in events:
-                out += self._write(feed(event, generation=generation))
-                if active and event.seq is not None:
-                    self._count(event, event.seq)
-        return bytes(out)
+                outputs = feed(event, generation=generation)
+                if outputs:
+                    out.append(write(outputs))
+                seq = event.seq
+                if active and seq is not None and (self._numbered or type(event) is ResponseStart):
+                    self._count(event, seq)
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def _count(self, event: StreamEvent, seq: int) -> None:
         if isinstance(event, ResponseStart):
@@ -632,6 +748,8 @@ class StreamRelay:
     def _write(self, outputs: list[Output]) -> bytes:
         if not outputs:
             return b""
+        if len(outputs) == 1 and type(outputs[0]) is Preview:
+            return self.encoder.encode(outputs[0])
         out = bytearray()
         for output in outputs:
             if isinstance(output, Quarantine):

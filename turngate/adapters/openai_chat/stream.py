@@ -66,6 +66,9 @@ class ChatStreamDecoder:
         if frame.data == _DONE:
             return [StreamDone(raw=frame.raw)]
         chunk = frame_json(frame)
+        fast = self._one_delta(chunk, frame.raw)
+        if fast is not None:
+            return [fast]
         error = chunk.get("error")
         if error:
             native = error if isinstance(error, dict) else {"message": str(error)}
@@ -99,6 +102,52 @@ class ChatStreamDecoder:
         if isinstance(usage, dict):
             events.append(UsageEvent(usage_of(usage), native=usage, raw=raw))
         return own_frame(events, frame.raw, pure)
+
+    def _one_delta(self, chunk: dict[str, Any], raw: bytes) -> StreamEvent | None:
+        """The chunk of nearly every read, decoded without the general walk: one choice whose
+        delta is only more text of the open text block or only more arguments of the open
+        call, with no finish reason, usage or error. None: anything else (the general path
+        decides, and raises where it must)."""
+        choices = chunk.get("choices")
+        if not self._started or type(choices) is not list or len(choices) != 1:
+            return None
+        choice = choices[0]
+        if (
+            type(choice) is not dict
+            or choice.get("finish_reason") is not None
+            or choice.get("index", 0) != 0
+            or chunk.get("usage") is not None
+            or chunk.get("error")
+        ):
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict or len(delta) != 1:
+            return None
+        content = delta.get("content")
+        if content is not None:
+            index = self._text
+            if type(content) is not str or not content or index is None:
+                return None
+            seq = self._counts[index]
+            self._counts[index] = seq + 1
+            return TextDelta(index, content, seq, raw)
+        calls = delta.get("tool_calls")
+        if type(calls) is not list or len(calls) != 1:
+            return None
+        call = calls[0]
+        if type(call) is not dict or len(call) != 2:
+            return None
+        native, function = call.get("index"), call.get("function")
+        if type(native) is not int or native != self._open_call or type(function) is not dict:
+            return None
+        fragment = function.get("arguments")
+        if len(function) != 1 or type(fragment) is not str or not fragment:
+            return None
+        index = self._calls[native]
+        seq = self._counts[index]
+        self._counts[index] = seq + 1
+        # The frame carries a call still being assembled: never relayed as it came.
+        return ArgsDelta(index, fragment, seq, None)
 
     def build_block(
         self, start: BlockStart, stop: BlockStop, block_id: str, order: int
