@@ -46,6 +46,8 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 # Failures that say the stream stopped, not that the turn is wrong: the outcome is unknown.
 _CUT_SHORT = frozenset({STREAM_TRUNCATED, MISSING_STOP, "sse_truncated"})
 MAX_RESUMES = 3
+# The most bytes of one upstream read decoded before their client bytes are written.
+PIECE = 16 * 1024
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 RETRIED = "retried: the upstream closed the stream before its first byte"
 NO_BYTE = "the upstream closed the stream before its first byte"
@@ -221,46 +223,56 @@ class StreamSession:
         await self._write(self.relay.restart(generation))
 
     async def _pump(self, owner: StreamOwner, upstream: aiohttp.ClientResponse) -> tuple[Stop, int]:
-        relay, mirror = self.relay, self.plan.observe_only
         received = 0
         try:
             async for chunk in upstream.content.iter_any():
                 received += len(chunk)
-                out = relay.feed(chunk)
-                committed = relay.commits != self._commits
-                if committed:
-                    self._commits = relay.commits
-                    if not (mirror or relay.failed or await owner.still_live()):
-                        self.withheld_commits += 1
-                        return Stop.SUPERSEDED, received
-                if mirror:
-                    await self._write(chunk)
-                elif not self.plan.buffer:
-                    await self._write(out)
-                elif not relay.failed:
-                    self._pending += out
-                    if committed or relay.complete:
-                        await self._flush()
+                # A large read (a burst the upstream wrote at once) goes out in pieces: the
+                # client's first bytes do not wait for the last frame of the read to decode.
+                for at in range(0, len(chunk), PIECE):
+                    stop = await self._step(owner, chunk[at : at + PIECE])
+                    if stop is not None:
+                        return stop, received
                 # Not kept while the next read waits: a held stream costs its state only.
-                del chunk, out
-                handle = relay.handle
-                if handle is not None and handle != self._bound:
-                    self._bound = handle
-                    if not await owner.bind(handle) and not mirror:
-                        return Stop.SUPERSEDED, received
-                if mirror:
-                    continue
-                if relay.failed:
-                    if self.plan.buffer:
-                        await self._write_failure_only()
-                    return Stop.FAILED, received
-                if relay.complete:
-                    return Stop.COMPLETE, received
+                del chunk
         except TRANSPORT_ERRORS as exc:
             received = _arrived(upstream, received)
             log.info("upstream stream broke (%s) after %d bytes", type(exc).__name__, received)
             return Stop.DROPPED, received
         return Stop.EOF, _arrived(upstream, received)
+
+    async def _step(self, owner: StreamOwner, data: bytes) -> Stop | None:
+        """Relay one piece of the upstream's bytes; a ``Stop`` when reading ends here."""
+        relay, mirror = self.relay, self.plan.observe_only
+        out = relay.feed(data)
+        committed = relay.commits != self._commits
+        if committed:
+            self._commits = relay.commits
+            if not (mirror or relay.failed or await owner.still_live()):
+                self.withheld_commits += 1
+                return Stop.SUPERSEDED
+        if mirror:
+            await self._write(data)
+        elif not self.plan.buffer:
+            await self._write(out)
+        elif not relay.failed:
+            self._pending += out
+            if committed or relay.complete:
+                await self._flush()
+        handle = relay.handle
+        if handle is not None and handle != self._bound:
+            self._bound = handle
+            if not await owner.bind(handle) and not mirror:
+                return Stop.SUPERSEDED
+        if mirror:
+            return None
+        if relay.failed:
+            if self.plan.buffer:
+                await self._write_failure_only()
+            return Stop.FAILED
+        if relay.complete:
+            return Stop.COMPLETE
+        return None
 
     async def _end(self, owner: StreamOwner, stop: Stop, received: int) -> StreamEnd:
         relay = self.relay
