@@ -136,6 +136,16 @@ class SSEDecoder:
         if self._started and self._plain and not buf:
             # The common read: the last one ended on a frame boundary. Cut this one where it
             # is and keep only what is left of an unfinished frame.
+            last = len(data) - 2
+            if (
+                data.startswith(b"data: ")
+                and data.find(b"\n") == last
+                and data.endswith(b"\n\n")
+                and last <= self.max_line
+                and last + 2 <= self.max_frame
+            ):
+                # Exactly one frame of one ``data`` line: an LLM's paced chunk.
+                return [SSEFrame(data[6:last], None, None, None, data)]
             frames, taken, pos, seen = self._scan_blocks(data, 0, 0)
             if taken < len(data):
                 buf += memoryview(data)[taken:]
