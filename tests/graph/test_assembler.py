@@ -392,6 +392,26 @@ def test_events_after_the_terminator_are_quarantined() -> None:
     assert isinstance(assembler.feed(Native("ping"))[0], Quarantine)
 
 
+@pytest.mark.parametrize("deltas", [63, 64, 65, 129, 1000])
+def test_long_blocks_commit_every_delta_in_order(deltas: int) -> None:
+    """The assembler keeps a block's deltas joined in runs: no character moves or is lost at
+    a run's edge, duplicates included."""
+    words = [f"w{k} " for k in range(deltas)]
+    fragments = list(orjson.dumps({"notes": words}).decode())
+    events: list[StreamEvent] = [START, BlockStart(0, "text")]
+    for k, word in enumerate(words):
+        events += [TextDelta(0, word, seq=k)] * (2 if k % 50 == 0 else 1)
+    events += [BlockStop(0), *call(1, fragments), *END]
+    assembler, _ = run(events)
+    turn = assembler.finish()
+    assert isinstance(turn, AssistantTurn)
+    text, tool = turn.blocks
+    assert text.text == "".join(words)
+    assert isinstance(tool, ToolCallBlock)
+    assert tool.arguments == "".join(fragments)
+    assert assembler.duplicates == len(range(0, deltas, 50))
+
+
 def test_an_unknown_delta_kind_is_never_joined_into_text() -> None:
     _, outputs = run([START, BlockStart(0, "text"), OpaqueDelta(0, {"type": "new_delta"})])
     assert outputs[-1].error.rule == "unknown_kind"

@@ -118,11 +118,17 @@ __all__ = [
 ]
 
 
+# Deltas of a block joined into one string, per run of this many.
+_JOIN_EVERY = 64
+
+
 @dataclass(slots=True)
 class _Block:
     block_id: str
     start: BlockStart
     parts: list[str] = field(default_factory=list)
+    # ``parts[:joined]`` are runs of deltas already joined.
+    joined: int = 0
     signature: list[str] = field(default_factory=list)
     citations: list[Any] = field(default_factory=list)
     held: list[StreamEvent] = field(default_factory=list)
@@ -352,15 +358,16 @@ class StreamAssembler:
     def _delta(self, event: DeltaEvent) -> list[Output]:
         block = self._open(event.index)
         kind = block.start.kind
+        parts = block.parts
         match event:
             case TextDelta() if kind in ("text", "refusal"):
-                block.parts.append(event.text)
+                parts.append(event.text)
             case CitationDelta() if kind == "text":
                 block.citations.append(event.citation)
             case ArgsDelta() if kind in ("tool_call", "server_tool"):
-                block.parts.append(event.fragment)
+                parts.append(event.fragment)
             case ReasoningDelta() if kind == "reasoning":
-                block.parts.append(event.text)
+                parts.append(event.text)
             case SignatureDelta() if kind == "reasoning":
                 block.signature.append(event.signature)
             case OpaqueDelta() if kind == "unknown":
@@ -374,6 +381,11 @@ class StreamAssembler:
                     STREAM_PROTOCOL,
                     f"block {event.index} ({kind}) got a {type(event).__name__}",
                 )
+        if len(parts) >= block.joined + _JOIN_EVERY:
+            # Deltas are a few characters each: every run of them is kept as one string, not
+            # as hundreds of small ones per block (each run is copied once).
+            parts[block.joined :] = ["".join(parts[block.joined :])]
+            block.joined += 1
         if kind in HELD_KINDS:
             block.held.append(event)
             return []
