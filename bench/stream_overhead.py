@@ -379,8 +379,10 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
         print(line)
     bare = "bare pass-through"
     for name in ("turngate (memory)", "turngate (sqlite)"):
+        # A bare pass-through no slower than direct (noise) leaves no ratio to take.
+        unpaced = f"{added[name] / added[bare]:.2f}x" if added[bare] > 0 else "n/a (bare <= direct)"
         ratios = [
-            f"unpaced total {added[name] / added[bare]:.2f}x",
+            f"unpaced total {unpaced}",
             f"CPU per paced chunk {cpu[name] / cpu[bare]:.2f}x",
         ]
         if latency:
