@@ -4,7 +4,8 @@ Every call runs on one worker thread that owns the connection, so the event loop
 waits on the disk and this process's writes are serialized. Every write is a
 ``BEGIN IMMEDIATE`` transaction: it takes the file's write lock *before* reading, so the
 claim CAS also holds against other processes using the same file (they wait up to the
-busy timeout for the lock).
+busy timeout for the lock). Claims, transitions and canonical commits queued together are
+committed together, each in its own savepoint, with one fsync (sqlite_worker.py).
 
 Journal: WAL, so readers never block the writer and a killed process loses nothing it
 committed. Durability is chosen per write (``_NO_FSYNC``). The claim, every transition
@@ -29,7 +30,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from turngate.state import sqlite_turns as turns
 from turngate.state.conversations import ClientKey, Conversation, StoredResponse
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
+from turngate.state.sqlite_worker import Level, Worker
 from turngate.state.store import (
     BLOCKING,
     LOST_AT_START,
@@ -129,18 +131,18 @@ class SQLiteStore:
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
-        self._worker: ThreadPoolExecutor | None = None
+        self._worker: Worker | None = None
         # Created, used and closed on the worker thread only.
         self._db: sqlite3.Connection | None = None
 
     async def open(self) -> None:
         if self._worker is not None:
             return
-        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turngate-sqlite")
+        worker = Worker("turngate-sqlite", alone=self._on_worker, connection=self._connection)
         try:
             await asyncio.wrap_future(worker.submit(self._connect))
         except BaseException:
-            worker.shutdown(wait=False)
+            worker.stop()
             raise
         self._worker = worker
 
@@ -150,7 +152,7 @@ class SQLiteStore:
             return
         # Jobs queued before this one (FIFO, one thread) still run on the open connection.
         await asyncio.wrap_future(worker.submit(self._disconnect))
-        worker.shutdown(wait=False)
+        worker.stop()
 
     async def ping(self) -> bool:
         try:
@@ -161,7 +163,7 @@ class SQLiteStore:
     async def claim(
         self, draft: DispatchManifest, *, now: float, client_key: ClientKey | None = None
     ) -> OperationRecord:
-        job = self._submit(_claim, draft, now, client_key)
+        job = self._write("FULL", _claim, draft, now, client_key)
         try:
             return await asyncio.wrap_future(job)
         except asyncio.CancelledError:
@@ -179,9 +181,11 @@ class SQLiteStore:
         handle: str | None = None,
         detail: str | None = None,
     ) -> OperationRecord:
-        return await self._run(
-            _transition, operation_id, transition, now, handle=handle, detail=detail
+        level: Level = "NORMAL" if transition in _NO_FSYNC else "FULL"
+        job = self._write(
+            level, _transition, operation_id, transition, now, handle=handle, detail=detail
         )
+        return await asyncio.wrap_future(job)
 
     async def get(self, operation_id: str) -> OperationRecord | None:
         return await self._run(_get, operation_id)
@@ -220,7 +224,8 @@ class SQLiteStore:
         handle: str | None = None,
         response: StoredResponse | None = None,
     ) -> OperationRecord:
-        return await self._run(
+        job = self._write(
+            "FULL",
             turns.commit_turn,
             _ACCESS,
             operation_id,
@@ -229,6 +234,7 @@ class SQLiteStore:
             handle=handle,
             response=response,
         )
+        return await asyncio.wrap_future(job)
 
     async def save_response(
         self, operation_id: str, response: StoredResponse, *, now: float
@@ -266,6 +272,25 @@ class SQLiteStore:
             return self._on_worker(call, *args, **kwargs)
 
         return worker.submit(job)
+
+    def _write(
+        self,
+        level: Level,
+        call: Callable[Concatenate[sqlite3.Connection, P], R],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Future[R]:
+        """A write that may be committed with others queued beside it (sqlite_worker.py);
+        ``level`` is the ``synchronous`` level ``call`` sets for itself."""
+        worker = self._worker
+        if worker is None:
+            raise StoreUnavailable(f"the state store {self.path} is not open")
+        return worker.submit_write(level, call, *args, **kwargs)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreUnavailable(f"the state store {self.path} is not open")
+        return self._db
 
     def _on_worker(
         self,
@@ -346,6 +371,18 @@ def _schema_version(db: sqlite3.Connection, latest: int) -> int:
 
 @contextmanager
 def _transaction(db: sqlite3.Connection, mode: Literal["DEFERRED", "IMMEDIATE"]) -> Iterator[None]:
+    if db.in_transaction:
+        # A write committed in a group (sqlite_worker.py): its own savepoint, so raising
+        # undoes this write only.
+        db.execute("SAVEPOINT one_write")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK TO one_write")
+            db.execute("RELEASE one_write")
+            raise
+        db.execute("RELEASE one_write")
+        return
     db.execute(f"BEGIN {mode}")
     try:
         yield
@@ -394,8 +431,10 @@ _NO_FSYNC = frozenset({Transition.SEND, Transition.STREAM})
 
 
 def _synchronous(db: sqlite3.Connection, level: Literal["FULL", "NORMAL"]) -> None:
-    """Set before BEGIN: it holds for the connection's next commits (a few microseconds)."""
-    db.execute(f"PRAGMA synchronous = {level}")
+    """Set before BEGIN: it holds for the connection's next commits (a few microseconds).
+    Inside a group the group has set it, to the strictest level of its writes."""
+    if not db.in_transaction:
+        db.execute(f"PRAGMA synchronous = {level}")
 
 
 def _transition(

@@ -82,8 +82,10 @@ STATEMENTS: tuple[str, ...] = (
 
 
 def _fsynced(db: sqlite3.Connection) -> None:
-    """Set before BEGIN, as sqlite.py does: this write waits for the disk."""
-    db.execute("PRAGMA synchronous = FULL")
+    """Set before BEGIN, as sqlite.py does: this write waits for the disk. Inside a group
+    commit (sqlite_worker.py) the group has set it, and SQLite refuses a change there."""
+    if not db.in_transaction:
+        db.execute("PRAGMA synchronous = FULL")
 
 
 def take_client_key(
