@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal, assert_never
 
 from yarl import URL
@@ -56,8 +57,9 @@ class RouteMatch:
     def provider(self) -> Provider:
         return self.prefix.provider
 
-    @property
+    @cached_property
     def upstream_url(self) -> URL:
+        # Read for the span and the send of every attempt: built (and checked) once.
         base = self.prefix.upstream
         url = URL(str(base).rstrip("/") + self.upstream_path_qs, encoded=True)
         if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
