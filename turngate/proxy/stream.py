@@ -46,7 +46,7 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 # Failures that say the stream stopped, not that the turn is wrong: the outcome is unknown.
 _CUT_SHORT = frozenset({STREAM_TRUNCATED, MISSING_STOP, "sse_truncated"})
 MAX_RESUMES = 3
-# The most bytes of one upstream read decoded before their client bytes are written.
+# Bytes of a large upstream read decoded and written before the rest of the read.
 PIECE = 16 * 1024
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 RETRIED = "retried: the upstream closed the stream before its first byte"
@@ -227,10 +227,12 @@ class StreamSession:
         try:
             async for chunk in upstream.content.iter_any():
                 received += len(chunk)
-                # A large read (a burst the upstream wrote at once) goes out in pieces: the
-                # client's first bytes do not wait for the last frame of the read to decode.
-                for at in range(0, len(chunk), PIECE):
-                    stop = await self._step(owner, chunk[at : at + PIECE])
+                # A large read (a burst the upstream wrote at once) goes out in two writes:
+                # the client's first bytes do not wait for the last frame of the read to
+                # decode, and the rest costs one write, not one per piece.
+                pieces = (chunk[:PIECE], chunk[PIECE:]) if len(chunk) > PIECE else (chunk,)
+                for piece in pieces:
+                    stop = await self._step(owner, piece)
                     if stop is not None:
                         return stop, received
                 # Not kept while the next read waits: a held stream costs its state only.
