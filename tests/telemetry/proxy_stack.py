@@ -66,7 +66,9 @@ TracedStackFactory = Callable[..., Awaitable[TracedStack]]
 
 @pytest.fixture
 def traced_stack(aiohttp_server: Any) -> TracedStackFactory:
-    async def make(*, tracing: bool = True, **settings: Any) -> TracedStack:
+    async def make(
+        *, tracing: bool = True, clock: Callable[[], float] | None = None, **settings: Any
+    ) -> TracedStack:
         """``tracing=False``: metrics only, the no-op tracer (no exporter configured)."""
         upstream = FakeUpstream()
         upstream_server: TestServer = await aiohttp_server(upstream.app(), access_log=None)
@@ -84,6 +86,7 @@ def traced_stack(aiohttp_server: Any) -> TracedStackFactory:
             credential_secret=CREDENTIAL_SECRET,
             timeouts=UpstreamTimeouts(connect=2.0, read=5.0),
             telemetry=capture.telemetry,
+            **({} if clock is None else {"clock": clock}),
         )
         server: TestServer = await aiohttp_server(app, access_log=None)
         return TracedStack(f"http://127.0.0.1:{server.port}", upstream, capture, app)

@@ -62,7 +62,7 @@ from turngate.proxy.policy import (
     shadow_outcome,
     stored_graph,
 )
-from turngate.proxy.replay import client_key, keep_streamed
+from turngate.proxy.replay import ReplayUnavailable, client_key, keep_streamed
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.state.conversations import ClientKey
@@ -130,6 +130,10 @@ async def _dispatch(
     except ClaimConflict as exc:
         observer.conflict(exc.rule)
         return error_response(api, exc, {"Retry-After": retry_after(exc)})
+    except ReplayUnavailable as exc:
+        # The claim lost to the revision's canonical turn: a CAS conflict, not a refusal.
+        observer.conflict(exc.rule)
+        return error_response(api, exc)
     except TurngateError as exc:
         log.info("refused %s %s: %s", request.method, request.path, exc.rule)
         observer.refused(exc.rule)
