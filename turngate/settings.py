@@ -12,7 +12,7 @@
 | --max-body-bytes       | TURNGATE_MAX_BODY_BYTES      | 33554432 (32 MiB)                     |
 | --log-level            | TURNGATE_LOG_LEVEL           | info                                  |
 | --header-timeout       | TURNGATE_HEADER_TIMEOUT      | 30 (s: request line + headers; idle)  |
-| --body-timeout         | TURNGATE_BODY_TIMEOUT        | 60 (s: the whole request body)        |
+| --body-timeout         | TURNGATE_BODY_TIMEOUT        | 60 (s: whole body; relays: idle)      |
 | --upstream-read-timeout| TURNGATE_UPSTREAM_READ_TIMEOUT| 600 (s between two upstream reads)   |
 | --replay-ttl           | TURNGATE_REPLAY_TTL          | 86400 (s a committed answer is replayed)|
 | --unknown-deadline     | TURNGATE_UNKNOWN_DEADLINE    | 600 (s from its start to settle UNKNOWN)|

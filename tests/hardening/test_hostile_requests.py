@@ -244,6 +244,46 @@ async def test_slow_clients_are_cut_off_within_the_configured_deadline(
     assert await healthy(stack)
 
 
+UPLOAD = b"--b\r\nContent-Disposition: form-data; name=purpose\r\n\r\nbatch\r\n--b--\r\n"
+UPLOAD_HEAD = (
+    b"POST /openai/v1/files HTTP/1.1\r\nHost: t\r\n"
+    b"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n" % len(UPLOAD)
+)
+
+
+async def test_a_relayed_body_that_stalls_gets_408_and_the_upstream_no_request(
+    make_hard_stack: HardFactory,
+) -> None:
+    stack = await make_hard_stack()
+    pieces = [UPLOAD_HEAD, UPLOAD[:10]]
+    deadline = BODY_TIMEOUT + LINGERING_TIME
+    result = await raw_exchange(stack.port, pieces, pause=0.1, wait=deadline + 3 * SLACK)
+    assert result.status == 408, result.data[:300]
+    assert result.closed_after < deadline + SLACK
+    body = result.data.split(b"\r\n\r\n", 1)[1]
+    assert orjson.loads(body)["error"]["code"] == "request_timeout"
+    assert stack.upstream.received == []
+    assert await healthy(stack)
+
+
+async def test_a_relayed_body_that_keeps_coming_is_relayed_whole_past_the_idle_timeout(
+    make_hard_stack: HardFactory,
+) -> None:
+    """The relay's deadline is between two reads (a large upload may be slow): a body that
+    takes twice the timeout in all, but never pauses that long, reaches the upstream."""
+    stack = await make_hard_stack()
+    stack.upstream.reply(CHAT_ANSWER)
+    step = len(UPLOAD) // 8 + 1
+    pieces = [UPLOAD_HEAD] + [UPLOAD[i : i + step] for i in range(0, len(UPLOAD), step)]
+    pause = 2 * BODY_TIMEOUT / len(pieces)
+    assert pause < BODY_TIMEOUT / 2
+    result = await raw_exchange(stack.port, pieces, pause=pause, wait=2.0)
+    assert result.status == 200, result.data[:300]
+    assert [(r.method, r.path_qs, r.body) for r in stack.upstream.received] == [
+        ("POST", "/v1/files", UPLOAD)
+    ]
+
+
 async def post_timed(stack: HardStack, raw: bytes) -> tuple[int, str | None, float, int]:
     gc.collect()
     before = rss_bytes()

@@ -239,6 +239,8 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
         return await dispatch(request, route, services)
     try:
         return await relay(request, route, services.session)
+    except TurngateError as exc:  # the client's body stalled: 408
+        return error_response(ERROR_API[route.provider], exc)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         error: TurngateError = unavailable(exc)
         log.warning("relay of %s failed: %s", request.path, error.rule)

@@ -10,7 +10,7 @@ has already decompressed it).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -18,7 +18,8 @@ from aiohttp import payload, web
 from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from turngate.errors import TurngateError, UpstreamUnavailable
+from turngate.errors import BadRequestBody, TurngateError, UpstreamUnavailable
+from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT
 from turngate.proxy.routes import RouteMatch
 
 HOP_BY_HOP = frozenset(
@@ -140,27 +141,69 @@ async def relay(
 ) -> web.StreamResponse:
     """An unparsed route: stream the request up and the response down, unchanged."""
     headers = outbound_headers(request.headers, keep_length=True)
-    data = request.content if request.body_exists else None
-    async with session.request(
-        request.method,
-        route.upstream_url,
-        headers=headers,
-        data=data,
-        allow_redirects=False,
-    ) as upstream:
-        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-        response.headers.extend(inbound_headers(upstream.headers))
-        await response.prepare(request)
-        try:
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-        except (TimeoutError, aiohttp.ClientError):
-            # Cut the client off instead of ending the body cleanly: a truncated body must
-            # not look complete.
-            abort(request)
-            return response
-        await response.write_eof()
+    idle = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
+    body = _IdleBody(request.content, idle) if request.body_exists else None
+    try:
+        async with session.request(
+            request.method,
+            route.upstream_url,
+            headers=headers,
+            data=None if body is None else body.chunks(),
+            allow_redirects=False,
+        ) as upstream:
+            return await _relay_response(request, upstream)
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        if body is not None and body.stalled:
+            raise body.timeout_error() from exc
+        raise
+
+
+class _IdleBody:
+    """A relayed request body, streamed up as it arrives, cut off when the client sends
+    nothing for ``idle`` seconds (as nginx's client_body_timeout: between two reads, since
+    a relayed upload may be large and slow, yet must not hold the upstream open forever)."""
+
+    def __init__(self, content: aiohttp.StreamReader, idle: float) -> None:
+        self.content = content
+        self.idle = idle
+        self.stalled = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            try:
+                async with asyncio.timeout(self.idle):
+                    chunk = await self.content.readany()
+            except TimeoutError:
+                self.stalled = True
+                raise
+            if not chunk:
+                return
+            yield chunk
+
+    def timeout_error(self) -> BadRequestBody:
+        return BadRequestBody(
+            f"turngate: the request body stalled for {self.idle:g} seconds",
+            rule="request_timeout",
+            status=408,
+        )
+
+
+async def _relay_response(
+    request: web.Request, upstream: aiohttp.ClientResponse
+) -> web.StreamResponse:
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+    response.headers.extend(inbound_headers(upstream.headers))
+    await response.prepare(request)
+    try:
+        async for chunk in upstream.content.iter_any():
+            await response.write(chunk)
+    except (TimeoutError, aiohttp.ClientError):
+        # Cut the client off instead of ending the body cleanly: a truncated body must
+        # not look complete.
+        abort(request)
         return response
+    await response.write_eof()
+    return response
 
 
 def abort(request: web.Request) -> None:
