@@ -175,6 +175,7 @@ class StreamReport(Protocol):
 
     relay: StreamRelay
     resumes: int
+    withheld_commits: int
 
 
 class DispatchObserver:
@@ -355,7 +356,9 @@ class DispatchObserver:
         assembler = relay.assembler
         metrics, api = self.metrics, self.api
         metrics.duplicate_deltas(api, assembler.duplicates)
-        metrics.late_blocks_quarantined(api, len(relay.quarantine))
+        # Late: events the relay quarantined, and the blocks an attempt completed after the
+        # store stopped holding it live (withheld, logged in quarantine as ``withheldBlocks``).
+        metrics.late_blocks_quarantined(api, len(relay.quarantine) + session.withheld_commits)
         if relay.failed:
             # Terminal: ``finish`` hands back the recorded failure and changes nothing.
             outcome = assembler.finish()
