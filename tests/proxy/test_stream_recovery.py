@@ -401,3 +401,19 @@ async def test_buffered_text_reaches_the_client_only_with_its_commit(
         assert before == b""
     (record,) = await stack.store.records()
     assert record.state is DispatchState.COMMITTED
+
+
+async def test_events_after_the_terminator_are_quarantined_with_their_reason(
+    stream_stack: StackFactory,
+) -> None:
+    path = tool_stream("openai_chat")
+    data = path.read_bytes()
+    first_frame = data[: data.index(b"\n\n") + 2]
+    stack = await stream_stack()
+    stack.upstream.default = Script(data + first_frame)
+    run = await stack.post("openai_chat", recorded_request(path))
+    assert not run.broken
+    assert run.body.endswith(b"data: [DONE]\n\n")
+    (entry,) = await stack.store.read_log("quarantine", limit=10)
+    assert entry["reason"] == "event after the stream's terminator"
+    assert entry["events"] >= 1

@@ -212,11 +212,13 @@ class StreamSession:
             if owner.open:
                 await owner.move(Transition.LOSE, detail="client disconnected")
             return StreamEnd.CLIENT_GONE
-        late = len(self.relay.quarantine) - self._quarantined
+        late = self.relay.quarantine[self._quarantined :]
         if late:
-            # Events of an earlier generation of this request: never relayed, kept here.
-            self._quarantined += late
-            await owner.quarantine({"reason": "events of a superseded generation", "events": late})
+            # Never relayed (an earlier generation's events, events after the terminator):
+            # kept here, with the assembler's reasons.
+            self._quarantined += len(late)
+            reasons = "; ".join(dict.fromkeys(q.reason for q in late))
+            await owner.quarantine({"reason": reasons, "events": len(late)})
         return end
 
     async def restart(self, generation: int) -> None:
