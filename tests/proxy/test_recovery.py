@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from tests.adapters import stream_faults as faults
 from tests.adapters.test_stream_encoders import sdk_read
+from tests.clock import Clock
 from tests.fixtures_dir import COUNTS, FIXTURES_PRESENT
 from tests.proxy.stream_support import RecordingStore, StreamStack, recorded_request
 from tests.proxy.stream_upstream import Script, ScriptedUpstream
@@ -36,14 +37,6 @@ DEADLINE = 120.0
 CONVERSATION = {"Turngate-Conversation-Id": "conv-unknown"}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @dataclasses.dataclass
 class Timed:
     stack: StreamStack
@@ -60,7 +53,7 @@ async def timed(aiohttp_server: Any, tmp_path: Path) -> AsyncIterator[Callable[[
         upstream_server: TestServer = await aiohttp_server(upstream.app(), access_log=None)
         base = f"http://127.0.0.1:{upstream_server.port}"
         store = RecordingStore(SQLiteStore(tmp_path / "state.db"))
-        clock = Clock()
+        clock = Clock(1_800_000_000.0)
         settings = Settings(
             upstream_openai=base,
             upstream_anthropic=base,

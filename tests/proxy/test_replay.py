@@ -16,6 +16,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from tests.adapters.test_stream_encoders import sdk_read
+from tests.clock import Clock
 from tests.fixtures_dir import COUNTS, FIXTURES_PRESENT
 from tests.proxy.fake_upstream import FakeUpstream, Reply
 from tests.proxy.helpers import CHAT_ANSWER, post
@@ -45,21 +46,13 @@ async def streams(aiohttp_server: Any, tmp_path: Path) -> AsyncIterator[Any]:
         yield make
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 async def timed(aiohttp_server: Any, tmp_path: Path) -> tuple[Stack, Clock]:
     """A stack on SQLite whose clock the test moves; answers are kept 60 s."""
     upstream = FakeUpstream()
     upstream_server: TestServer = await aiohttp_server(upstream.app())
     base = f"http://127.0.0.1:{upstream_server.port}"
-    clock = Clock()
+    clock = Clock(1_800_000_000.0)
     settings = dataclasses.replace(
         Settings(upstream_openai=base), state=f"sqlite://{tmp_path / 'state.db'}", replay_ttl=60.0
     )

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import orjson
 
+from tests.clock import Clock
 from turngate.adapters import get_adapter
 from turngate.adapters.base import RouteInfo
 from turngate.graph.assembler import Commit, Failed, Preview, Quarantine, StreamAssembler
@@ -55,17 +56,6 @@ UPSTREAM = {
 Marker = Literal["drop", "crash"]
 DROP: Marker = "drop"
 CRASH: Marker = "crash"
-
-
-class Clock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass(frozen=True)
@@ -121,7 +111,7 @@ class ProxyDouble:
 
     @classmethod
     async def start(cls, telemetry: Telemetry) -> ProxyDouble:
-        clock = Clock()
+        clock = Clock(1_700_000_000.0)
         store = MemoryStore()
         await store.open()
         unknown = UnknownDispatches(clock)

@@ -4,10 +4,9 @@ refusal."""
 
 from __future__ import annotations
 
-import time
-
 import orjson
 
+from tests.clock import Clock
 from tests.proxy.helpers import CHAT_ANSWER
 from tests.telemetry.helpers import labels, nonzero, points
 from tests.telemetry.proxy_stack import TracedStackFactory, traced_stack
@@ -18,14 +17,6 @@ HEADERS = {"Authorization": "Bearer sk-test", "Turngate-Conversation-Id": "conv-
 KEPT = 60.0
 
 __all__ = ["traced_stack"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_a_retry_after_the_answer_expired_counts_as_a_commit_cas_conflict(

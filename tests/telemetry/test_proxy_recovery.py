@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.adapters import stream_faults as faults
+from tests.clock import Clock
 from tests.fixtures_dir import FIXTURES_PRESENT
 from tests.graph.chat_builders import body, user
 from tests.proxy.helpers import CHAT_ANSWER
@@ -71,14 +71,6 @@ CONVERSATIONS = {
 }
 RACE = "conv-race"
 RACERS = 5
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass

@@ -6,13 +6,13 @@ with its exact UNKNOWN duration."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.clock import Clock
 from tests.state.redis_server import key_prefix, redis_url
 from tests.state.stores import draft
 from tests.telemetry.helpers import captured, labels, points
@@ -23,14 +23,6 @@ from turngate.state.machine import DispatchState, Transition
 from turngate.state.redis import RedisStore
 
 DEADLINE = 120.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
