@@ -189,7 +189,10 @@ async def shadow_report(request: web.Request) -> web.Response:
 def _method_not_allowed(request: web.Request, allowed: str) -> web.Response:
     method = request.method[:16]
     response = plain_error(
-        405, f"turngate: {method!r} is not allowed on {request.path[:200]!r}", "method_not_allowed"
+        405,
+        # A CONNECT target is an authority, not a path: aiohttp leaves ``path`` empty.
+        f"turngate: {method!r} is not allowed on {(request.path or request.raw_path)[:200]!r}",
+        "method_not_allowed",
     )
     response.headers["Allow"] = allowed
     return response
