@@ -300,7 +300,7 @@ from pathlib import Path
 import atheris
 with atheris.instrument_imports(include=["turngate"]):
     from turngate.adapters import API_NAMES, get_adapter
-    from turngate.adapters.sse import stream_codec
+    from turngate.adapters.relay import stream_codec
     for api in API_NAMES:
         get_adapter(api)
         stream_codec(api)

@@ -20,7 +20,8 @@ from turngate.adapters.anthropic.stream import AnthropicStreamDecoder
 from turngate.adapters.gemini.stream import GeminiStreamDecoder
 from turngate.adapters.openai_chat.stream import ChatStreamDecoder
 from turngate.adapters.openai_responses.stream import ResponsesStreamDecoder
-from turngate.adapters.sse import SSEDecoder, SSEFrame, stream_codec
+from turngate.adapters.relay import stream_codec
+from turngate.adapters.sse import SSEDecoder, SSEFrame
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.events import (
     ArgsDelta,

@@ -29,7 +29,8 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from tests.adapters import stream_faults as faults
 from tests.fixtures_dir import COUNTS, fixture_params, fixture_paths
-from turngate.adapters.sse import SSEDecoder, StreamRelay
+from turngate.adapters.relay import StreamRelay
+from turngate.adapters.sse import SSEDecoder
 from turngate.graph.assembler import StreamFailed
 from turngate.graph.turn import AssistantTurn
 

@@ -13,7 +13,8 @@ import orjson
 
 from turngate.adapters import API_NAMES, detect_api, get_adapter
 from turngate.adapters.base import Adapter, RouteInfo
-from turngate.adapters.sse import SSEDecoder, StreamRelay, stream_codec
+from turngate.adapters.relay import StreamRelay, stream_codec
+from turngate.adapters.sse import SSEDecoder
 from turngate.errors import RemoteError, StateConflict, TurngateError
 from turngate.graph.assembler import StreamAssembler, StreamFailed
 from turngate.graph.events import StreamEvent

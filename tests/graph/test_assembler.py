@@ -20,7 +20,8 @@ from openai.types.chat import ChatCompletionChunk
 from tests.adapters.stream_faults import API_OF_FOLDER, split_frames
 from tests.fixtures_dir import COUNTS, fixture_params
 from turngate.adapters import get_adapter
-from turngate.adapters.sse import SSEDecoder, stream_codec
+from turngate.adapters.relay import stream_codec
+from turngate.adapters.sse import SSEDecoder
 from turngate.graph.assembler import (
     TRANSITIONS,
     AssemblerState,

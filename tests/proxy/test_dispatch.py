@@ -19,7 +19,7 @@ from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import CHAT_ANSWER, JSON, operation, post, states
 from tests.proxy.stack import Stack
-from turngate.adapters.sse import StreamRelay
+from turngate.adapters.relay import StreamRelay
 from turngate.graph.codec import digest_bytes
 from turngate.graph.model import ApiName
 from turngate.graph.turn import AssistantTurn

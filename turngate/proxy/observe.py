@@ -27,7 +27,7 @@ from opentelemetry import propagate
 from opentelemetry.trace import INVALID_SPAN
 from yarl import URL
 
-from turngate.adapters.sse import StreamRelay
+from turngate.adapters.relay import StreamRelay
 from turngate.graph.assembler import StreamFailed
 from turngate.graph.events import HELD_KINDS
 from turngate.graph.model import ApiName

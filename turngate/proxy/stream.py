@@ -29,7 +29,8 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from turngate.adapters.sse import MARK_STYLES, MarkStyle, StreamRelay
+from turngate.adapters.relay import StreamRelay
+from turngate.adapters.sse import MARK_STYLES, MarkStyle
 from turngate.errors import BadRequestBody, StateConflict
 from turngate.graph.assembler import MISSING_STOP, STREAM_TRUNCATED
 from turngate.graph.capabilities import Capabilities

@@ -1,0 +1,280 @@
+"""``StreamRelay``: the pure object the proxy drives for a streamed answer.
+
+It chains SSE decoding (sse.py), the API's stream decoder, the ``StreamAssembler`` and the
+API's encoder: upstream bytes in, client bytes out, no I/O. ``stream_codec`` finds an API's
+decoder and encoder classes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Protocol
+
+from turngate.adapters.sse import (
+    DEFAULT_MAX_FRAME,
+    DEFAULT_MAX_LINE,
+    MarkStyle,
+    SSEDecoder,
+    SSEFrame,
+    StreamEncoder,
+)
+from turngate.errors import TurngateError
+from turngate.graph.assembler import (
+    AssemblerState,
+    Commit,
+    Complete,
+    Failed,
+    Output,
+    Preview,
+    Quarantine,
+    Retract,
+    StreamAssembler,
+    StreamFailed,
+)
+from turngate.graph.capabilities import Capabilities
+from turngate.graph.events import (
+    BlockStart,
+    BlockStop,
+    ResponseStart,
+    StreamEvent,
+)
+from turngate.graph.model import AnyBlock, ApiName
+from turngate.graph.schema_check import ToolSchemas
+from turngate.graph.turn import AssistantTurn
+
+
+class StreamDecoder(Protocol):
+    """One API's stream decoder: frames in, canonical events out (state per connection)."""
+
+    api: ApiName
+    eof_terminates: bool
+
+    def decode(self, frame: SSEFrame) -> list[StreamEvent]: ...
+
+    def build_block(
+        self, start: BlockStart, stop: BlockStop, block_id: str, order: int
+    ) -> AnyBlock | None: ...
+
+
+_STREAM_MODULES: dict[str, tuple[str, str, str]] = {
+    "openai_chat": (
+        "turngate.adapters.openai_chat.stream",
+        "ChatStreamDecoder",
+        "ChatStreamEncoder",
+    ),
+    "openai_responses": (
+        "turngate.adapters.openai_responses.stream",
+        "ResponsesStreamDecoder",
+        "ResponsesStreamEncoder",
+    ),
+    "anthropic": (
+        "turngate.adapters.anthropic.stream",
+        "AnthropicStreamDecoder",
+        "AnthropicStreamEncoder",
+    ),
+    "gemini": ("turngate.adapters.gemini.stream", "GeminiStreamDecoder", "GeminiStreamEncoder"),
+}
+
+
+def stream_codec(api: str) -> tuple[Callable[[], StreamDecoder], Callable[..., StreamEncoder]]:
+    """The decoder and encoder classes of ``api``'s streams."""
+    module_name, decoder, encoder = _STREAM_MODULES[api]
+    module = importlib.import_module(module_name)
+    return getattr(module, decoder), getattr(module, encoder)
+
+
+class StreamRelay:
+    """Upstream bytes in, client bytes out: SSE decoding, the API's decoder, the assembler
+    and the API's encoder in one pure object. The proxy writes what ``feed`` returns; once
+    ``failed`` is true it writes what it was given and aborts the connection (never a clean
+    end); at the upstream's end it writes what ``finish`` returns and ends cleanly only if
+    the outcome is an ``AssistantTurn``.
+
+    The API's terminator (``[DONE]``, ``message_stop``, ``response.completed``) is held back
+    from ``feed`` and written by ``finish`` with a canonical turn, so the proxy can record
+    the commit before the client sees the end; ``fail`` drops it when that record fails.
+
+    Each attempt generation reads through its own decoders; bytes of a generation that is no
+    longer active are decoded and quarantined, never relayed.
+    """
+
+    def __init__(
+        self,
+        api: ApiName,
+        *,
+        tools: ToolSchemas | None = None,
+        generation: int = 1,
+        capabilities: Capabilities | None = None,
+        marks: MarkStyle | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
+        max_frame: int = DEFAULT_MAX_FRAME,
+    ) -> None:
+        self.api = api
+        self._decoder_class, encoder_class = stream_codec(api)
+        self._limits = (max_line, max_frame)
+        self._lanes: dict[int, tuple[SSEDecoder, StreamDecoder]] = {}
+        self.generation = generation
+        lane = self._lane(generation)
+        self.assembler = StreamAssembler(
+            api=api,
+            tools=tools,
+            generation=generation,
+            eof_terminates=lane[1].eof_terminates,
+            capabilities=capabilities,
+            builder=lane[1].build_block,
+        )
+        self.encoder = encoder_class(marks)
+        self.quarantine: list[Quarantine] = []
+        # Blocks committed so far (each one relayed whole when it was).
+        self.commits = 0
+        # The highest provider sequence number processed (Responses ``sequence_number``):
+        # where a resumed connection starts (``starting_after``). None: the API numbers nothing.
+        self.cursor: int | None = None
+        self._numbered = False
+        self._held = b""
+        self._failure_written = False
+
+    @property
+    def failed(self) -> bool:
+        return self.assembler.state is AssemblerState.FAILED
+
+    @property
+    def relayed(self) -> bool:
+        """Whether any content reached the client (a retry is only allowed before that)."""
+        return self.assembler.relayed
+
+    @property
+    def complete(self) -> bool:
+        """The terminator arrived and every block is committed: ``finish`` gives the turn."""
+        return self.assembler.state is AssemblerState.COMPLETE
+
+    @property
+    def handle(self) -> str | None:
+        """The provider's response handle, once the response started."""
+        return self.assembler.handle
+
+    def feed(self, data: bytes, *, generation: int | None = None) -> bytes:
+        lane = self._lane(self.generation if generation is None else generation)
+        try:
+            frames = lane[0].feed(data)
+        except TurngateError as exc:
+            return self._write(self._fail(exc, generation))
+        return self._frames(lane, frames, generation)
+
+    def finish(self) -> tuple[bytes, AssistantTurn | StreamFailed]:
+        lane = self._lane(self.generation)
+        try:
+            frames = lane[0].close()
+        except TurngateError as exc:
+            # The bytes left over break the framing (a line over the limit): a failure to
+            # report like any other, never an exception out of ``finish``.
+            out = self._write(self._fail(exc, None))
+        else:
+            out = self._frames(lane, frames, None)
+        outcome = self.assembler.finish()
+        if isinstance(outcome, StreamFailed):
+            if not self._failure_written:
+                self._failure_written = True
+                out += self.encoder.encode_failure(outcome)
+        else:
+            out += self._held
+        self._held = b""
+        return out, outcome
+
+    def fail(self, error: TurngateError) -> bytes:
+        """Fail the active generation from outside (the state store refused the attempt): the
+        bytes to write before aborting. A turn already complete loses its held terminator;
+        its blocks are retracted."""
+        if self._failure_written:
+            return b""
+        if not self.complete:
+            return self._write(self.assembler.fail(error))
+        self._held = b""
+        self._failure_written = True
+        failed = StreamFailed(error.message, rule=error.rule)
+        failed.__cause__ = error
+        failed.retracted = tuple(
+            Retract(b.id, b.order, error.rule) for b in self.assembler.committed
+        )
+        return self.encoder.encode_failure(failed)
+
+    def resume(self) -> None:
+        """The upstream connection dropped and the same generation is resumed from its handle
+        (Responses ``starting_after=N``): the cut frame is dropped, the decoders keep their
+        state, and events the new connection replays are de-duplicated by sequence number."""
+        max_line, max_frame = self._limits
+        _, decoder = self._lane(self.generation)
+        self._lanes[self.generation] = (SSEDecoder(max_line=max_line, max_frame=max_frame), decoder)
+
+    def restart(self, generation: int) -> bytes:
+        """A new attempt generation (a retry from the manifest bytes) takes over."""
+        self.generation = generation
+        lane = self._lane(generation)
+        self.assembler.builder = lane[1].build_block
+        self._failure_written = False
+        self._held = b""
+        self.cursor = None
+        self._numbered = False
+        return self._write(self.assembler.activate(generation))
+
+    def _lane(self, generation: int) -> tuple[SSEDecoder, StreamDecoder]:
+        lane = self._lanes.get(generation)
+        if lane is None:
+            max_line, max_frame = self._limits
+            lane = (SSEDecoder(max_line=max_line, max_frame=max_frame), self._decoder_class())
+            self._lanes[generation] = lane
+        return lane
+
+    def _frames(
+        self, lane: tuple[SSEDecoder, StreamDecoder], frames: list[SSEFrame], generation: int | None
+    ) -> bytes:
+        """The client bytes of one read's frames, joined for one write."""
+        out: list[bytes] = []
+        feed, decode, write = self.assembler.feed, lane[1].decode, self._write
+        active = generation is None or generation == self.generation
+        for frame in frames:
+            try:
+                events = decode(frame)
+            except TurngateError as exc:
+                out.append(write(self._fail(exc, generation)))
+                break
+            for event in events:
+                outputs = feed(event, generation=generation)
+                if outputs:
+                    out.append(write(outputs))
+                seq = event.seq
+                if active and seq is not None and (self._numbered or type(event) is ResponseStart):
+                    self._count(event, seq)
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def _count(self, event: StreamEvent, seq: int) -> None:
+        if isinstance(event, ResponseStart):
+            # Only an API that numbers its first event numbers them all (Responses).
+            self._numbered = True
+        if self._numbered and (self.cursor is None or seq > self.cursor):
+            self.cursor = seq
+
+    def _fail(self, error: TurngateError, generation: int | None) -> list[Output]:
+        if generation is not None and generation != self.generation:
+            return []
+        return self.assembler.fail(error)
+
+    def _write(self, outputs: list[Output]) -> bytes:
+        if not outputs:
+            return b""
+        if len(outputs) == 1 and type(outputs[0]) is Preview:
+            return self.encoder.encode(outputs[0])
+        out = bytearray()
+        for output in outputs:
+            if isinstance(output, Quarantine):
+                self.quarantine.append(output)
+            elif isinstance(output, Failed):
+                self._failure_written = True
+            elif isinstance(output, Commit):
+                self.commits += 1
+            elif isinstance(output, Complete):
+                self._held += self.encoder.encode(output)
+                continue
+            out += self.encoder.encode(output)
+        return bytes(out)
