@@ -15,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from operator import attrgetter
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from turngate.graph.codec import arguments_complete, digest_of
+from turngate.graph.outline import SequenceOutline
 
 JsonValue = Any
 Attrs = dict[str, Any]
@@ -377,9 +378,32 @@ class MessageSequence:
     history: Literal["complete", "partial"] = "complete"
     normalizations: tuple[Normalization, ...] = ()
 
+    # Set by an adapter that parsed plain messages (graph/outline.py): ``messages`` is then
+    # built from it on first read. Never set on a sequence built any other way, so a
+    # ``dataclasses.replace`` of an outlined sequence is an ordinary one.
+    _outline: ClassVar[SequenceOutline | None] = None
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached while ``messages`` is not built yet.
+            outline = self._outline
+            if name != "messages" or outline is None:
+                raise AttributeError(name)
+            messages = outline.build()
+            _set(self, "messages", messages)
+            return messages
+
+    @property
+    def outline(self) -> SequenceOutline | None:
+        """The outline this sequence was parsed with, if any (see graph/outline.py)."""
+        return self._outline
+
     @cached_property
     def conversation_revision(self) -> int:
         """The number of assistant turns (maximal runs of assistant messages) in the history."""
+        if self._outline is not None:
+            return self._outline.conversation_revision()
         turns = 0
         previous: Role | None = None
         for message in self.messages:
@@ -406,6 +430,8 @@ class MessageSequence:
         values and fixes which keys they belong to; a third of the cost: no dict per block,
         one sha256 in all. The exact definition is in docs/architecture.md.
         """
+        if self._outline is not None:
+            return self._outline.sequence_digest()
         return digest_of([[m.role, [content_values(b) for b in m.blocks]] for m in self.messages])
 
     @property
@@ -527,3 +553,30 @@ def new_message(
     _set(message, "shape", shape)
     _set(message, "attrs", {} if attrs is None else attrs)
     return message
+
+
+def new_outlined_sequence(
+    *,
+    api: ApiName,
+    adapter: str,
+    model: str | None,
+    outline: SequenceOutline,
+    tools: tuple[ToolDef, ...],
+    envelope: Attrs,
+    max_output_tokens: int | None,
+    stream: bool,
+) -> MessageSequence:
+    """A sequence whose messages are built from ``outline`` when first read."""
+    seq = _new(MessageSequence)
+    _set(seq, "schema_version", SCHEMA_VERSION)
+    _set(seq, "api", api)
+    _set(seq, "adapter", adapter)
+    _set(seq, "model", model)
+    _set(seq, "tools", tools)
+    _set(seq, "envelope", envelope)
+    _set(seq, "max_output_tokens", max_output_tokens)
+    _set(seq, "stream", stream)
+    _set(seq, "history", "complete")
+    _set(seq, "normalizations", ())
+    _set(seq, "_outline", outline)
+    return seq

@@ -27,6 +27,7 @@ from turngate.graph.model import (
     ToolResultBlock,
     UnknownBlock,
 )
+from turngate.graph.outline import SequenceOutline
 
 VerdictStatus = Literal["READY", "WAITING", "REJECTED"]
 ForgeryPolicy = Literal["allow", "flag", "refuse"]
@@ -99,9 +100,15 @@ def violation(
     )
 
 
+_READY = Verdict(status="READY")
+
+
 def validate(
     seq: MessageSequence, caps: Capabilities, *, role_forgery: ForgeryPolicy = "flag"
 ) -> Verdict:
+    outline = seq.outline
+    if outline is not None and _outline_ready(outline, caps, scan=role_forgery != "allow"):
+        return _READY
     found: list[Violation] = []
     findings: list[Violation] = []
     reused_ids: list[Violation] = []
@@ -157,6 +164,56 @@ def validate(
     else:
         status = "READY"
     return Verdict(status=status, violations=tuple(found), findings=tuple(findings))
+
+
+def _outline_ready(outline: SequenceOutline, caps: Capabilities, *, scan: bool) -> bool:
+    """True only when ``validate`` would find nothing in the outlined messages.
+
+    Answers False on anything it does not settle (a violation, a finding, a placement it
+    does not model): the full validator then runs on the built blocks and reports. Every
+    outlined block carries its role's default trust (graph/outline.py), so system and
+    developer text is trusted and everything else is scanned.
+    """
+    if caps.result_window != "tool_messages" or caps.extra_rules:
+        return False
+    max_length, pattern = caps.max_call_id_length, caps.call_id_pattern
+    matcher = None if pattern is None else _compiled(pattern).fullmatch
+    # Calls waiting for their result in the open window.
+    pending: set[str] = set()
+    turn_ids: set[str] = set()
+    previous: str | None = None
+    for role, text, calls, result in outline.messages:
+        if (
+            scan
+            and text
+            and role not in ("system", "developer")
+            and forged_role_marker(text, from_tool=role == "tool")
+        ):
+            return False
+        if role == "assistant":
+            if previous != "assistant":
+                turn_ids = set()
+            if pending and not (previous == "assistant" and caps.merges_runs):
+                return False  # the window closes on calls never answered
+            for call_id, _name, _arguments, complete in calls:
+                if (
+                    not complete
+                    or not call_id
+                    or (max_length is not None and len(call_id) > max_length)
+                    or (matcher is not None and not matcher(call_id))
+                    or call_id in turn_ids
+                ):
+                    return False
+                turn_ids.add(call_id)
+                pending.add(call_id)
+        elif result is not None:
+            if result not in pending:
+                return False  # orphan, duplicate or misplaced
+            pending.remove(result)
+        elif pending:
+            return False  # a user or system message closes the window on unanswered calls
+        previous = role
+    return not pending
 
 
 def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[Violation]:

@@ -72,7 +72,11 @@ def decide(mode: Mode, seq: MessageSequence) -> ModeDecision:
 
 def tool_use(seq: MessageSequence) -> ToolUse:
     defined = bool(seq.tools) or _declares_tools(seq.envelope)
-    in_history = any(_is_tool_block(block) for _message, block in seq.blocks())
+    outline = seq.outline
+    if outline is not None:
+        in_history = outline.has_tool_blocks()
+    else:
+        in_history = any(_is_tool_block(block) for _message, block in seq.blocks())
     if defined and in_history:
         return "defined_and_in_history"
     if defined:

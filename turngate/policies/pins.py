@@ -125,6 +125,8 @@ def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
 
 def ensure_known(seq: MessageSequence, version: AdapterVersion) -> None:
     """Pause unless every block of ``seq`` is of a kind ``version`` knows."""
+    if seq.outline is not None and seq.outline.kinds() <= version.known_kinds:
+        return
     for message, block in seq.blocks():
         parts: tuple[Any, ...] = getattr(block, "content", ())
         for item in (block, *parts):
@@ -134,6 +136,8 @@ def ensure_known(seq: MessageSequence, version: AdapterVersion) -> None:
 
 def kinds_in(seq: MessageSequence) -> set[str]:
     """Every block kind in ``seq``, the parts of tool results included."""
+    if seq.outline is not None:
+        return seq.outline.kinds()
     kinds: set[str] = set()
     for _message, block in seq.blocks():
         kinds.add(block.kind)

@@ -76,6 +76,9 @@ def source_of(block: AnyBlock) -> TrustSource:
 def relabel(seq: MessageSequence, policy: TrustPolicy) -> MessageSequence:
     """``seq`` with every block labelled by ``policy``; ``seq`` itself when nothing changes."""
     labels: dict[TrustSource, Trust] = {source: getattr(policy, source) for source in _SOURCES}
+    if seq.outline is not None and all(labels[s] == t for s, t in _OUTLINE_LABELS):
+        # An outlined sequence holds only these sources, each with this label already.
+        return seq
     # A block's source depends on its class and role only: worked out once per pair, since
     # on the hot path most requests change no label and this is the whole cost.
     label_of: dict[tuple[type[AnyBlock], str], Trust] = {}
@@ -102,6 +105,14 @@ def relabel(seq: MessageSequence, policy: TrustPolicy) -> MessageSequence:
 
 
 _TRUST = attrgetter("trust")
+# The label every block of an outlined sequence carries, by source (graph/outline.py).
+_OUTLINE_LABELS: tuple[tuple[TrustSource, Trust], ...] = (
+    ("system", "trusted"),
+    ("developer", "trusted"),
+    ("user", "untrusted"),
+    ("assistant", "untrusted"),
+    ("tool_result", "untrusted"),
+)
 
 
 def _parts_labelled(result: ToolResultBlock, label: Trust) -> bool:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, cast
 
 from turngate.adapters.base import RouteInfo, default_trust, merged, remainder
 from turngate.errors import BadRequestBody
+from turngate.graph.codec import arguments_complete
 from turngate.graph.model import (
     AnyBlock,
     ApiName,
@@ -26,10 +28,12 @@ from turngate.graph.model import (
     ToolResultBlock,
     UnknownBlock,
     new_message,
+    new_outlined_sequence,
     new_text_block,
     new_tool_call,
     new_tool_result,
 )
+from turngate.graph.outline import OutlineCall, OutlineMessage, SequenceOutline
 
 API: ApiName = "openai_chat"
 ADAPTER_ID = "openai_chat@1"
@@ -48,8 +52,6 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
     messages_in = body.get("messages")
     if not isinstance(messages_in, list):
         raise BadRequestBody("'messages' must be a list of messages", rule="invalid_request")
-    order = OrderCounter()
-    messages = tuple([parse_message(i, m, order) for i, m in enumerate(messages_in)])
     tools_in = body.get("tools")
     tools = tuple(_parse_tool(t) for t in tools_in) if isinstance(tools_in, list) else ()
     envelope = {k: v for k, v in body.items() if k not in ("messages", "tools")}
@@ -57,16 +59,101 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
         envelope["tools"] = tools_in
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     model = body.get("model")
+    outline = outline_messages(messages_in)
+    if outline is not None:
+        return new_outlined_sequence(
+            api=API,
+            adapter=ADAPTER_ID,
+            model=model if isinstance(model, str) else None,
+            outline=SequenceOutline(outline, messages_in, partial(parse_messages, messages_in)),
+            tools=tools,
+            envelope=envelope,
+            max_output_tokens=max_tokens if isinstance(max_tokens, int) else None,
+            stream=body.get("stream") is True,
+        )
     return MessageSequence(
         api=API,
         adapter=ADAPTER_ID,
         model=model if isinstance(model, str) else None,
-        messages=messages,
+        messages=parse_messages(messages_in),
         tools=tools,
         envelope=envelope,
         max_output_tokens=max_tokens if isinstance(max_tokens, int) else None,
         stream=body.get("stream") is True,
     )
+
+
+def parse_messages(messages_in: list[Any]) -> tuple[Message, ...]:
+    order = OrderCounter()
+    return tuple([parse_message(i, m, order) for i, m in enumerate(messages_in)])
+
+
+_PLAIN_ROLES = frozenset({"system", "developer", "user", "assistant"})
+_PLAIN_CALL_FIELDS = frozenset({"id", "type", "function"})
+
+
+def outline_messages(messages_in: list[Any]) -> tuple[OutlineMessage, ...] | None:
+    """The outline of messages that are all plain (graph/outline.py), else None.
+
+    Each test below keeps a message out of the outline unless ``parse_message`` would build
+    exactly a text block in its role, function calls with no extra fields, or a result of one
+    text part, with no attrs anywhere.
+    """
+    out: list[OutlineMessage] = []
+    append = out.append
+    for native in messages_in:
+        if type(native) is not dict or not native.keys() <= _MESSAGE_FIELDS:
+            return None
+        role = native.get("role")
+        content = native.get("content")
+        if type(role) is not str:
+            return None
+        if role == "tool":
+            call_id = native.get("tool_call_id")
+            if type(content) is not str or type(call_id) is not str or "tool_calls" in native:
+                return None
+            append((role, content, (), call_id))
+            continue
+        if role not in _PLAIN_ROLES or "tool_call_id" in native:
+            return None
+        if "tool_calls" not in native:
+            if type(content) is not str:
+                return None
+            append((role, content, (), None))
+            continue
+        calls_in = native["tool_calls"]
+        if role != "assistant" or type(calls_in) is not list or not calls_in:
+            return None
+        if content is not None and type(content) is not str:
+            return None
+        calls = _outline_calls(calls_in)
+        if calls is None:
+            return None
+        append((role, content, calls, None))
+    return tuple(out)
+
+
+def _outline_calls(calls_in: list[Any]) -> tuple[OutlineCall, ...] | None:
+    calls: list[OutlineCall] = []
+    for call in calls_in:
+        if (
+            type(call) is not dict
+            or not call.keys() <= _PLAIN_CALL_FIELDS
+            or call.get("type") != "function"
+        ):
+            return None
+        call_id, function = call.get("id"), call.get("function")
+        if type(call_id) is not str or type(function) is not dict:
+            return None
+        name, arguments = function.get("name"), function.get("arguments")
+        if (
+            type(name) is not str
+            or type(arguments) is not str
+            or not function.keys() <= _FUNCTION_FIELDS
+        ):
+            return None
+        calls.append((call_id, name, arguments, arguments_complete(arguments)))
+    return tuple(calls)
 
 
 class OrderCounter:
@@ -333,7 +420,12 @@ def data_url(media_type: str | None, payload: str) -> str:
 
 def render_request(seq: MessageSequence) -> dict[str, Any]:
     body = dict(seq.envelope)
-    body["messages"] = [render_message(m) for m in seq.messages]
+    outline = seq.outline
+    if outline is not None:
+        # Plain messages render as exactly what was parsed: the client's own objects.
+        body["messages"] = list(outline.native)
+    else:
+        body["messages"] = [render_message(m) for m in seq.messages]
     if seq.tools:
         body["tools"] = [_render_tool(t) for t in seq.tools]
     return body
