@@ -79,11 +79,12 @@ class RecordingStore:
         now: float,
         handle: str | None = None,
         response: StoredResponse | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         if Transition.COMMIT in self.refuse:
             raise ConnectionError("refused the commit for the test")
         return await self.inner.commit_turn(
-            operation_id, digest=digest, now=now, handle=handle, response=response
+            operation_id, digest=digest, now=now, handle=handle, response=response, sent=sent
         )
 
     def __getattr__(self, name: str) -> Any:

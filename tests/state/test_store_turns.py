@@ -100,6 +100,36 @@ async def test_a_commit_makes_the_turn_canonical_with_its_response(store: StateS
     assert await store.load_response(second, now=6.0) is None  # none was given
 
 
+async def test_a_commit_that_carries_send_writes_both_in_order(store: StateStore) -> None:
+    # An answer back before SEND was written on its own: SEND and COMMIT in one write.
+    claimed = await store.claim(draft("conv-s"), now=1.0)
+    op = claimed.operation_id
+    done = await store.commit_turn(op, digest=digest(1), now=2.0, response=answer("a"), sent=True)
+    assert [(c.state, c.transition, c.at) for c in done.history] == [
+        (S.PREPARED, None, 1.0),
+        (S.DISPATCHING, T.CLAIM, 1.0),
+        (S.SENT, T.SEND, 2.0),
+        (S.COMMITTED, T.COMMIT, 2.0),
+    ]
+    assert await store.get(op) == done
+    conversation = await store.conversation("conv-s")
+    assert conversation is not None
+    assert conversation.digests == [digest(1)]
+    assert await store.load_response(op, now=3.0) == answer("a")
+    # SEND already written on its own: the commit writes COMMIT alone.
+    second = await sent(store, "conv-s", revision=1)
+    again = await store.commit_turn(second, digest=digest(2), now=3.0, sent=True)
+    assert [c.transition for c in again.history] == [None, T.CLAIM, T.SEND, T.COMMIT]
+    # A refused commit writes neither: the attempt was cancelled before its answer came.
+    third = (await store.claim(draft("conv-s", revision=2), now=4.0)).operation_id
+    await store.cancel_conversation("conv-s", now=5.0)
+    with pytest.raises(IllegalTransition):
+        await store.commit_turn(third, digest=digest(3), now=6.0, sent=True)
+    record = await store.get(third)
+    assert record is not None
+    assert [c.state for c in record.history] == [S.PREPARED, S.DISPATCHING, S.CANCELLED]
+
+
 async def test_a_conversation_less_commit_keeps_only_the_operation(store: StateStore) -> None:
     op = await sent(store, None)
     done = await store.commit_turn(op, digest=digest(3), now=3.0, response=answer("x"))

@@ -5,10 +5,15 @@
          |                 |--fail----> FAILED          (upstream error status, invalid turn)
          |--fail--> FAILED (never connected)     any in-flight state --lose--> UNKNOWN
 
-SEND is recorded as soon as aiohttp has handed the whole body to the socket, not when
-the answer starts, so a slow upstream shows SENT while it thinks. A transport failure
-before that is FAILED when the connection was never made, UNKNOWN otherwise. The store
-is written in order: each transition waits for the one before it.
+The bytes count as sent once aiohttp has handed the whole body to the socket. SEND is
+written ``SEND_GRACE`` later, so a slow upstream shows SENT while it thinks; a
+non-streamed answer quicker than that has its SEND written in the same store write as its
+COMMIT (one write, one fsync, one trip to the store's thread instead of two). A stream's
+SEND is written at once. Either way the operation is in
+flight from its claim (DISPATCHING and SENT both become UNKNOWN after a crash), and every
+other outcome writes SEND first. A transport failure before the bytes were out is FAILED
+when the connection was never made, UNKNOWN otherwise. The store is written in order:
+each transition waits for the one before it.
 
 A streamed answer goes through ``StreamSession`` (stream.py): COMMITTED only once the
 relay holds a canonical turn, and the client sees the end only after that. A stream the
@@ -63,6 +68,9 @@ _TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 _OUTCOMES = frozenset({Transition.COMMIT, Transition.FAIL, Transition.LOSE})
 QUARANTINE_LOG = "quarantine"
 QUARANTINE_KEEP = 1000
+# Seconds after the bytes are out before SEND is written on its own; an answer back sooner
+# carries SEND in its outcome's write.
+SEND_GRACE = 0.05
 
 
 class Retry:
@@ -105,7 +113,12 @@ class Attempt:
         self.enforced = enforced
         # The client's side of a streamed request, shared by the attempts that serve it.
         self.stream = stream
+        # The bytes are out (handed to the socket); SEND's write, once started; its timer.
+        self._out = False
         self._sent: asyncio.Task[None] | None = None
+        self._send_timer: asyncio.TimerHandle | None = None
+        # True once SEND went with the outcome's write (fold_send).
+        self._send_folded = False
         # False once a terminal outcome (commit, fail, lose) has been recorded.
         self.open = True
         self.headers = {
@@ -153,7 +166,7 @@ class Attempt:
         except _TRANSPORT_ERRORS as exc:
             return await self.send_failed(exc)
         async with upstream:
-            await self.mark_sent()
+            self.mark_sent()
             if not 200 <= upstream.status < 300:
                 return await self.relay_error(upstream)
             if self.stream is not None:
@@ -226,8 +239,6 @@ class Attempt:
 
     async def _settle(self, detail: str) -> None:
         """After a cancellation or a bug: the outcome is unknown unless already recorded."""
-        if self._sent is not None:
-            await self._sent
         if self.open:
             await self.move(Transition.LOSE, detail=detail)
 
@@ -251,20 +262,49 @@ class Attempt:
         return upstream
 
     def _written(self) -> None:
-        if self._sent is None:
-            self._sent = asyncio.get_running_loop().create_task(self.move(Transition.SEND))
+        if self._out:
+            return
+        self._out = True
+        if self.stream is not None:
+            # A stream's STREAM follows its SEND: nothing to fold, so SEND goes now.
+            self._send_now()
+            return
+        self._send_timer = asyncio.get_running_loop().call_later(SEND_GRACE, self._send_now)
 
-    async def mark_sent(self) -> None:
+    def mark_sent(self) -> None:
         # An upstream may answer before the body is through; it was sent all the same.
         self._written()
-        assert self._sent is not None
-        await self._sent
+
+    def _send_now(self) -> asyncio.Task[None] | None:
+        """Start SEND's own write unless it is under way, done or folded; the write."""
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+        if self._out and self._sent is None and not self._send_folded:
+            self._sent = asyncio.get_running_loop().create_task(self.move(Transition.SEND))
+        return self._sent
+
+    async def recorded_send(self) -> None:
+        """SEND written, when the bytes are out: before any other transition of the attempt."""
+        sent = self._send_now()
+        if sent is not None:
+            await sent
+
+    def fold_send(self) -> bool:
+        """True when the outcome's write is to carry SEND: the bytes are out and SEND has not
+        been written on its own (nor started)."""
+        if not self._out or self._sent is not None or self._send_folded:
+            return False
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+        self._send_folded = True
+        return True
 
     async def send_failed(self, exc: BaseException) -> web.StreamResponse:
         error = unavailable(exc)
         self.observer.transport_failed(error.rule)
-        if self._sent is not None:
-            await self._sent
+        if self._out:
             await self.move(Transition.LOSE, detail=error.rule)
         elif isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
             await self.move(Transition.FAIL, detail=error.rule)
@@ -299,7 +339,11 @@ class Attempt:
             log.warning("upstream answer refused for %s: %s", self.manifest.operation_id, exc.rule)
             return self.error(exc)
         content_type = upstream.headers.get("Content-Type", "application/json")
-        refused = await commit_answer(self, turn, upstream.status, content_type, data)
+        # A shadowed commit is a plain transition: its SEND goes first, on its own.
+        sent = self.enforced and self.fold_send()
+        if not sent:
+            await self.recorded_send()
+        refused = await commit_answer(self, turn, upstream.status, content_type, data, sent=sent)
         if refused is not None:
             return self.error(refused)
         self.observer.committed(turn)
@@ -313,7 +357,8 @@ class Attempt:
         if not isinstance(body, dict):
             raise UpstreamProtocolError("turngate: the upstream answer is not a JSON object")
         turn = self.adapter.parse_response(body)
-        if self.enforced:
+        if self.enforced and turn.tool_calls:
+            # The toolset's schemas only for an answer with calls to check.
             check_turn(turn, self.call_schemas(), self.adapter.capabilities)
         return turn
 
@@ -401,6 +446,8 @@ class Attempt:
         """Record a transition. The client's answer never waits on a broken store."""
         if transition in _OUTCOMES:
             self.open = False
+        if transition is not Transition.SEND:
+            await self.recorded_send()
         try:
             await self._transition(transition, handle=handle, detail=detail)
         except asyncio.CancelledError:

@@ -95,13 +95,15 @@ async def record_commit(
     *,
     enforced: bool,
     response: StoredResponse | None = None,
+    sent: bool = False,
 ) -> OperationRecord:
     """COMMIT: with the canonical turn (and ``response``) when enforced. A shadowed request
-    only observes: a plain transition, no turn, nothing kept for replay."""
+    only observes: a plain transition, no turn, nothing kept for replay. ``sent``: SEND is
+    written in the same write, first (an enforced answer back before SEND was written)."""
     now = services.clock()
     try:
         return await _commit(
-            services, manifest, turn, enforced=enforced, response=response, now=now
+            services, manifest, turn, enforced=enforced, response=response, now=now, sent=sent
         )
     except (IllegalTransition, TurnConflict):
         # The canonical CAS lost: the attempt no longer holds its slot, or its revision has
@@ -113,7 +115,9 @@ async def record_commit(
     except asyncio.CancelledError:
         # Its handler was cancelled (the client gone), maybe before the store took the write:
         # record it anyway, then stay cancelled. A commit that had landed is refused.
-        again = _commit(services, manifest, turn, enforced=enforced, response=response, now=now)
+        again = _commit(
+            services, manifest, turn, enforced=enforced, response=response, now=now, sent=sent
+        )
         services.in_background(quietly(again))
         raise
 
@@ -134,8 +138,10 @@ async def _commit(
     enforced: bool,
     response: StoredResponse | None,
     now: float,
+    sent: bool = False,
 ) -> OperationRecord:
     if not enforced:
+        assert not sent, "a shadowed commit is a plain transition: SEND goes on its own"
         return await services.store.transition(
             manifest.operation_id, Transition.COMMIT, now=now, handle=turn.handle
         )
@@ -145,6 +151,7 @@ async def _commit(
         now=now,
         handle=turn.handle,
         response=response,
+        sent=sent,
     )
 
 
@@ -166,7 +173,13 @@ async def commit_streamed(owner: Committer, turn: AssistantTurn) -> None:
 
 
 async def commit_answer(
-    owner: Committer, turn: AssistantTurn, status: int, content_type: str, data: bytes
+    owner: Committer,
+    turn: AssistantTurn,
+    status: int,
+    content_type: str,
+    data: bytes,
+    *,
+    sent: bool = False,
 ) -> TurngateError | None:
     """Commit a non-streamed answer, kept for replay in the same write. Returns the error the
     client gets instead when the store refuses the turn (the attempt was cancelled or taken
@@ -180,7 +193,7 @@ async def commit_answer(
     )
     try:
         record = await record_commit(
-            services, manifest, turn, enforced=owner.enforced, response=kept
+            services, manifest, turn, enforced=owner.enforced, response=kept, sent=sent
         )
     except (IllegalTransition, StateConflict) as exc:
         log.warning("answer of %s not committed: %s", manifest.operation_id, exc)
@@ -199,15 +212,20 @@ async def commit_answer(
     except Exception as exc:
         log.error("commit of %s not recorded: %s", manifest.operation_id, type(exc).__name__)
         return None
-    _observed(owner, record)
+    _observed(owner, record, sent=sent)
     return None
 
 
-def _observed(owner: Committer, record: OperationRecord) -> None:
-    """Tell the attempt's telemetry observer (when it has one) about the commit."""
+def _observed(owner: Committer, record: OperationRecord, *, sent: bool = False) -> None:
+    """Tell the attempt's telemetry observer (when it has one) about the commit, and the SEND
+    written with it."""
     observer = getattr(owner, "observer", None)
-    if observer is not None:
-        observer.moved(str(record.history[-1].transition), record.state, None)
+    if observer is None:
+        return
+    history = record.history
+    if sent and len(history) >= 2 and history[-2].transition is Transition.SEND:
+        observer.moved(str(Transition.SEND), history[-2].state, None)
+    observer.moved(str(history[-1].transition), record.state, None)
 
 
 # --- streams --------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from turngate.state.store import (
     claim_slot,
     claimed_record,
     moved_record,
+    sent_first,
 )
 
 
@@ -188,12 +189,14 @@ class MemoryStore:
         now: float,
         handle: str | None = None,
         response: StoredResponse | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         async with self._lock:
             self._require_open()
             record = self._records.get(operation_id)
             if record is None:
                 raise KeyError(operation_id)
+            record = sent_first(record, sent, now=now)
             moved = moved_record(record, commit_transition(record), now=now, handle=handle)
             key = record.manifest.conversation_id
             conversation = None if key is None else self._conversations.get(key)

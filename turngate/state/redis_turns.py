@@ -45,7 +45,7 @@ from turngate.state.conversations import (
     commit_transition,
     with_turn,
 )
-from turngate.state.machine import Transition
+from turngate.state.machine import DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.store import OperationRecord, moved_record
 
@@ -168,8 +168,14 @@ class RedisConversations:
         now: float,
         handle: str | None = None,
         response: StoredResponse | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         client = self._require()
+        if sent:
+            # Two writes here: SEND's script, then the commit's (the commit reads the state).
+            record = await self._load(client, operation_id)
+            if record is not None and record.state is DispatchState.DISPATCHING:
+                await self.transition(operation_id, Transition.SEND, now=now)
         while True:
             record = await self._load(client, operation_id)
             if record is None:

@@ -223,6 +223,7 @@ class SQLiteStore:
         now: float,
         handle: str | None = None,
         response: StoredResponse | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         job = self._write(
             "FULL",
@@ -233,6 +234,7 @@ class SQLiteStore:
             now=now,
             handle=handle,
             response=response,
+            sent=sent,
         )
         return await asyncio.wrap_future(job)
 

@@ -27,7 +27,7 @@ from turngate.state.conversations import (
     with_turn,
 )
 from turngate.state.machine import DispatchState, Transition
-from turngate.state.store import OperationRecord, check_client_key, moved_record
+from turngate.state.store import OperationRecord, check_client_key, moved_record, sent_first
 
 Mode = Literal["DEFERRED", "IMMEDIATE"]
 Transaction = Callable[[sqlite3.Connection, Mode], AbstractContextManager[None]]
@@ -223,16 +223,20 @@ def commit_turn(
     now: float,
     handle: str | None,
     response: StoredResponse | None,
+    sent: bool = False,
 ) -> OperationRecord:
     _fsynced(db)
     with access.transaction(db, "IMMEDIATE"):
-        record = access.load(db, operation_id)
-        if record is None:
+        loaded = access.load(db, operation_id)
+        if loaded is None:
             raise KeyError(operation_id)
+        record = sent_first(loaded, sent, now=now)
         moved = moved_record(record, commit_transition(record), now=now, handle=handle)
         key = record.manifest.conversation_id
         conversation = None if key is None else read_conversation(db, key)
         turned = with_turn(conversation, record, digest, now=now)
+        if record is not loaded:
+            access.save(db, loaded, record)
         access.save(db, record, moved)
         if turned is not None:
             write_conversation(db, turned)

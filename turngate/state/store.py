@@ -154,6 +154,14 @@ def moved_record(
     )
 
 
+def sent_first(record: OperationRecord, sent: bool, *, now: float) -> OperationRecord:
+    """``record`` after SEND when ``sent`` and it is still DISPATCHING (commit_turn's
+    ``sent``); otherwise ``record`` as it is, for the commit to judge."""
+    if sent and record.state is DispatchState.DISPATCHING:
+        return moved_record(record, Transition.SEND, now=now)
+    return record
+
+
 def bound_handle(record: OperationRecord, handle: str | None) -> str | None:
     """A handle is bound once: the same one again is fine, a different one is a conflict."""
     if handle is None or handle == record.handle:
@@ -254,12 +262,15 @@ class StateStore(Protocol):
         now: float,
         handle: str | None = None,
         response: StoredResponse | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         """The canonical CAS, atomically: COMMIT (RECOVER when UNKNOWN) the operation, make
         its turn (``digest``) canonical for its revision (``with_turn``) and keep
         ``response`` for replay. ``IllegalTransition`` when the attempt no longer holds its
         slot (taken over, settled, cancelled), ``TurnConflict`` when the conversation
-        refuses the turn, ``KeyError`` for an unknown operation; nothing is written then."""
+        refuses the turn, ``KeyError`` for an unknown operation; nothing is written then.
+        ``sent``: an operation still DISPATCHING moves SEND first, in the same write (its
+        answer came back before SEND was written on its own; ``sent_first``)."""
         ...
 
     async def save_response(
