@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from turngate.policies.tokens import TokenCache, count_texts
+import copy
+from typing import Any
+
+from turngate.policies.config import BUILTIN_POLICY
+from turngate.policies.tokens import TokenCache, count_request, count_texts
 
 TURN_ONE = ["role", "user", "content", "Summarise the report.", "role", "user", "content", "ok"]
 TURN_TWO = [*TURN_ONE, "role", "assistant", "content", "Revenue is flat.", "Revenue is flat."]
@@ -34,3 +38,48 @@ def test_eviction_and_oversized_strings_keep_the_counts_exact() -> None:
     assert cache.total(texts, "o200k_base") == fresh(texts)
     assert cache.chars <= 30
     assert cache.total(texts, "o200k_base") == fresh(texts)
+
+
+def test_a_body_counts_the_same_whatever_its_items_cache_holds() -> None:
+    entry = BUILTIN_POLICY.model_entry("gpt-4o")
+    assert entry is not None
+    media = BUILTIN_POLICY.media
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 2000}}
+    turn_one: dict[str, Any] = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]},
+        ],
+        "tools": [{"type": "function", "function": {"name": "look", "parameters": {}}}],
+        "stop": ["\n\n"],
+    }
+    cache = TokenCache()
+    for body in (
+        turn_one,
+        turn_one,  # every item seen before
+        {**turn_one, "messages": [*turn_one["messages"], {"role": "assistant", "content": "A"}]},
+        # The same items under another array's name: kept apart (a Gemini media key counts).
+        {"model": "gpt-4o", "history": turn_one["messages"]},
+        # One item changed: a miss, never the old count.
+        {**turn_one, "messages": [{"role": "system", "content": "Be very brief."}]},
+    ):
+        expected = count_request(copy.deepcopy(body), entry, media)
+        assert count_request(copy.deepcopy(body), entry, media, cache) == expected
+    # Other media estimates (a policy reload) count the same items anew.
+    dearer = media.model_copy(update={"image_tokens": media.image_tokens + 1000})
+    expected = count_request(copy.deepcopy(turn_one), entry, dearer)
+    assert count_request(copy.deepcopy(turn_one), entry, dearer, cache) == expected
+    assert expected.media == count_request(turn_one, entry, media).media + 1000
+
+
+def test_the_items_cache_is_bounded() -> None:
+    entry = BUILTIN_POLICY.model_entry("gpt-4o")
+    assert entry is not None
+    cache = TokenCache(max_chars=400)
+    for n in range(50):
+        body = {"messages": [{"role": "user", "content": f"message number {n}"}]}
+        assert count_request(body, entry, BUILTIN_POLICY.media, cache) == count_request(
+            body, entry, BUILTIN_POLICY.media
+        )
+    assert cache.item_chars <= 400

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
 import toktok  # type: ignore[import-untyped]
 
 from turngate.policies.config import Encoding, MediaEstimates, ModelEntry
@@ -76,12 +77,12 @@ def count_request(
 ) -> TokenCount:
     """The tokens of ``body`` (the final rendered request) for the model ``entry`` describes."""
     walk = _Walk(media)
-    walk.visit(body, None)
     tools = body.get("tools")
     if cache is None:
+        walk.visit(body, None)
         text = sum(count_texts(walk.texts, entry.encoding))
     else:
-        text = cache.total(walk.texts, entry.encoding)
+        text = cache.count_body(walk, body, entry.encoding)
     return TokenCount(
         text=text,
         structure=walk.structure,
@@ -107,12 +108,21 @@ def load_encodings(encodings: tuple[Encoding, ...] = ("o200k_base", "cl100k_base
         count_texts(["turngate"], encoding)
 
 
+# An item's cached count: its text tokens, structure, media and encrypted tokens.
+_ItemCount = tuple[int, int, int, int]
+
+
 class TokenCache:
     """Token counts of strings counted before, per encoding, up to ``max_chars`` characters.
 
     A conversation sends its whole history again with every turn, so most strings of a
     request (and every JSON key) were counted on an earlier one; only the new ones are
     tokenized. The oldest entries are dropped first. Not thread-safe: one per event loop.
+
+    ``count_body`` also keeps each item of the body's top-level arrays (a message, a tool)
+    by its JSON bytes, up to ``max_chars`` bytes of them: an item sent before is not walked
+    again. Its count is what the walk would find, so a request's count never depends on
+    what the cache holds.
     """
 
     def __init__(self, max_chars: int = 16_000_000, max_string: int = 1_000_000) -> None:
@@ -120,6 +130,60 @@ class TokenCache:
         self.max_string = max_string
         self.chars = 0
         self._counts: dict[Encoding, dict[str, int]] = {}
+        # (encoding, the array's key, the item's JSON) -> its count, under ``_media``.
+        self._items: dict[tuple[Encoding, str | None, bytes], _ItemCount] = {}
+        self.item_chars = 0
+        self._media: MediaEstimates | None = None
+
+    def count_body(self, walk: _Walk, body: Mapping[str, Any], encoding: Encoding) -> int:
+        """Walk ``body`` into ``walk`` (structure, media, encrypted) and return its text
+        tokens; the items of its top-level arrays come from the cache when seen before."""
+        if walk.estimates is not self._media:
+            # Other estimates (a policy reload) count media differently.
+            self._items.clear()
+            self.item_chars = 0
+            self._media = walk.estimates
+        cached_text = 0
+
+        def items(values: list[Any], key: str | None) -> None:
+            nonlocal cached_text
+            for item in values:
+                if type(item) is not dict:
+                    walk._array([item], key)
+                    continue
+                try:
+                    dumped = orjson.dumps(item)
+                except TypeError:  # orjson.JSONEncodeError; not from a parsed body
+                    walk._object(item, key)
+                    continue
+                found = self._items.get((encoding, key, dumped))
+                if found is None:
+                    found = self._item(walk.estimates, item, key, encoding)
+                    if len(dumped) <= self.max_string:
+                        self._items[(encoding, key, dumped)] = found
+                        self.item_chars += len(dumped)
+                cached_text += found[0]
+                walk.structure += found[1]
+                walk.media += found[2]
+                walk.encrypted += found[3]
+
+        if isinstance(body, dict):
+            walk._object(body, None, items)
+        else:
+            walk.visit(body, None)
+        text = self.total(walk.texts, encoding) + cached_text
+        while self.item_chars > self.max_chars and self._items:
+            oldest = next(iter(self._items))
+            del self._items[oldest]
+            self.item_chars -= len(oldest[2])
+        return text
+
+    def _item(
+        self, media: MediaEstimates, item: dict[str, Any], key: str | None, encoding: Encoding
+    ) -> _ItemCount:
+        walk = _Walk(media)
+        walk._object(item, key)
+        return (self.total(walk.texts, encoding), walk.structure, walk.media, walk.encrypted)
 
     def total(self, texts: list[str], encoding: Encoding) -> int:
         counts = self._counts.setdefault(encoding, {})
@@ -174,8 +238,14 @@ class _Walk:
         else:
             self.texts.append(value)
 
-    def _object(self, obj: dict[str, Any], key: str | None) -> None:
+    def _object(
+        self,
+        obj: dict[str, Any],
+        key: str | None,
+        arrays: Callable[[list[Any], str | None], None] | None = None,
+    ) -> None:
         # The hot loop of admission: plain types are handled inline, the rest by ``visit``.
+        # ``arrays`` walks this object's arrays instead (TokenCache.count_body).
         self.structure += 1
         block_type = obj.get("type")
         if type(block_type) is not str:
@@ -205,7 +275,10 @@ class _Walk:
             elif kind_of is dict:
                 self._object(value, name)
             elif kind_of is list:
-                self._array(value, name)
+                if arrays is None:
+                    self._array(value, name)
+                else:
+                    arrays(value, name)
             else:
                 self.visit(value, name)
 
