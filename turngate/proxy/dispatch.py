@@ -162,7 +162,8 @@ async def _dispatch(
         return answer
     finally:
         # After the answer: a shadow record is not worth an fsync of the client's latency.
-        services.in_background(keep_after_claim(services, prepared))
+        if prepared.shadow is not None or prepared.graph is not None:
+            services.in_background(keep_after_claim(services, prepared))
 
 
 async def prepare(
