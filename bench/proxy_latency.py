@@ -11,6 +11,11 @@ direct to the upstream, through the bare proxy, through turngate (SQLite state, 
 default, and memory://). Bodies are valid tool-heavy Chat conversations of about 10 KB
 and 150 KB. Concurrency 1 gives p50/p99 latency; concurrency 32 gives requests per second.
 
+Then each proxy's own CPU per request, from /proc (user + system time of the whole
+process, every thread: the SQLite store's worker included) over sequential requests: the
+honest figure, where the in-process breakdown per step leaves out aiohttp, telemetry, the
+store's thread hops and the upstream call.
+
 Printed ratios (targets from the issue): turngate's added p50 latency over the bare
 pass-through's added latency (<= 1.5x), and turngate's throughput at 32 over the bare
 pass-through's (>= 80%).
@@ -233,10 +238,26 @@ async def run(quick: bool) -> None:
             for size, body in bodies.items():
                 for name, url in targets.items():
                     results[size][name].append(await measure(url, body, n=n, seconds=seconds))
+        proxies = {
+            "bare pass-through": processes[1],
+            "turngate (sqlite)": processes[2],
+            "turngate (memory)": processes[3],
+        }
+        cpu_rounds = 300 if not quick else 200
+        serve_cpu: dict[int, dict[str, float]] = {size: {} for size in bodies}
+        for size, body in bodies.items():
+            for name, process in proxies.items():
+                serve_cpu[size][name] = await process_cpu(
+                    process.pid, targets[name], body, cpu_rounds
+                )
         for size, body in bodies.items():
             report(len(body), results[size])
+            print(
+                f"serve CPU per request, from /proc over {cpu_rounds} sequential requests (ms): "
+                + ", ".join(f"{name} {ms:.2f}" for name, ms in serve_cpu[size].items())
+            )
             steps = breakdown(body)
-            steps["SQLite claim + SEND + COMMIT"] = await store_round_trips()
+            steps["SQLite claim + COMMIT with SEND"] = await store_round_trips()
             print(
                 "turngate CPU per request, in process (us): "
                 + ", ".join(f"{name} {us:.0f}" for name, us in steps.items())
@@ -246,6 +267,22 @@ async def run(quick: bool) -> None:
             process.send_signal(signal.SIGTERM)
         for process in processes:
             process.wait(30)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def process_cpu(pid: int, url: str, body: bytes, n: int) -> float:
+    """Milliseconds of the server's CPU per request, over ``n`` sequential requests."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+        await latency(session, url, body, 20)
+        started = cpu_seconds(pid)
+        await latency(session, url, body, n)
+        return (cpu_seconds(pid) - started) / n * 1000
 
 
 def breakdown(body: bytes, rounds: int = 50) -> dict[str, float]:
@@ -296,12 +333,12 @@ def breakdown(body: bytes, rounds: int = 50) -> dict[str, float]:
 
 
 async def store_round_trips(requests: int = 200) -> float:
-    """Process CPU (both threads) of one request's three SQLite writes, in microseconds.
+    """Process CPU (both threads) of one quick non-streamed request's SQLite writes, in
+    microseconds: the claim, then the COMMIT that carries SEND (proxy/attempt.py).
 
     The fsyncs themselves are waits, not CPU; their wall time depends on the disk.
     """
     from turngate.state.conversations import StoredResponse
-    from turngate.state.machine import Transition
     from turngate.state.manifest import DispatchManifest
     from turngate.state.sqlite import SQLiteStore
 
@@ -327,10 +364,11 @@ async def store_round_trips(requests: int = 200) -> float:
             created_at=time.time(),
         )
         await store.claim(draft, now=time.time())
-        await store.transition(draft.operation_id, Transition.SEND, now=time.time())
         answer = StoredResponse(200, "application/json", ANSWER, False, time.time() + 60)
         digest = "sha256:" + "f" * 64
-        await store.commit_turn(draft.operation_id, digest=digest, now=time.time(), response=answer)
+        await store.commit_turn(
+            draft.operation_id, digest=digest, now=time.time(), response=answer, sent=True
+        )
 
     try:
         for n in range(20):
