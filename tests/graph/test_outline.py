@@ -24,6 +24,7 @@ from tests.graph.test_validator_properties import conversations
 from turngate.adapters.anthropic import CAPABILITIES as ANTHROPIC
 from turngate.adapters.openai_chat import ADAPTER, CAPABILITIES
 from turngate.graph.capabilities import Capabilities
+from turngate.graph.history import history_turns
 from turngate.graph.model import MessageSequence
 from turngate.graph.validator import ForgeryPolicy, validate
 from turngate.policies.config import TrustPolicy
@@ -133,6 +134,7 @@ def assert_same_answers(request: dict[str, Any], caps: Capabilities = CAPABILITI
         )
     assert seq.sequence_digest == eager.sequence_digest
     assert seq.conversation_revision == eager.conversation_revision
+    assert history_turns(seq) == history_turns(eager)
     assert kinds_in(seq) == kinds_in(eager)
     assert tool_use(seq) == tool_use(eager)
     assert ADAPTER.render_request(seq) == ADAPTER.render_request(eager) == request
@@ -359,6 +361,7 @@ def test_a_plain_request_is_checked_without_building_its_blocks():
     assert labelled.sequence_digest.startswith("sha256:")
     assert kinds_in(labelled) == {"text", "tool_call", "tool_result"}
     assert tool_use(labelled) == "defined_and_in_history"
+    assert len(history_turns(labelled)) == 2
     assert "messages" not in vars(labelled)
     # Reading them builds them once, exactly as an eager parse does.
     assert labelled.messages == built(ADAPTER.parse_request(request)).messages

@@ -45,6 +45,7 @@ from turngate.graph.model import (
     ToolResultBlock,
     UnknownBlock,
 )
+from turngate.graph.outline import SequenceOutline
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class HistoryTurn:
 
 def history_turns(seq: MessageSequence) -> list[HistoryTurn]:
     """The assistant turns of ``seq`` in order; as many as ``seq.conversation_revision``."""
+    if seq.outline is not None:
+        return _outline_turns(seq.outline)
     turns: list[HistoryTurn] = []
     run: list[AnyBlock] = []
     first = None
@@ -76,20 +79,48 @@ def history_turns(seq: MessageSequence) -> list[HistoryTurn]:
     return turns
 
 
+def _outline_turns(outline: SequenceOutline) -> list[HistoryTurn]:
+    """``history_turns`` read from an outline: its assistant messages hold text and calls."""
+    turns: list[HistoryTurn] = []
+    run: list[str | list[Any]] = []
+    first: int | None = None
+    for index, (role, text, calls, _result) in enumerate(outline.messages):
+        if role == "assistant":
+            if first is None:
+                first = index
+            if text is not None:
+                run.append(text)
+            run.extend(
+                ["tool_call", "function", name, _canonical(arguments)]
+                for _id, name, arguments, _c in calls
+            )
+            continue
+        if first is not None:
+            turns.append(HistoryTurn(len(turns), first, f"messages[{first}]", _digest(run)))
+            run, first = [], None
+    if first is not None:
+        turns.append(HistoryTurn(len(turns), first, f"messages[{first}]", _digest(run)))
+    return turns
+
+
 def turn_digest(blocks: Sequence[AnyBlock]) -> str:
     """The digest a canonical turn is kept and compared by (see the module docstring)."""
+    return _digest([b.text if isinstance(b, TextBlock) else _content(b) for b in blocks])
+
+
+def _digest(pieces: Sequence[str | list[Any] | None]) -> str:
+    """Adjacent text joined (empty text dropped), then every other item in order."""
     items: list[Any] = []
     text: list[str] = []
-    for block in blocks:
-        if isinstance(block, TextBlock):
-            text.append(block.text)
+    for piece in pieces:
+        if isinstance(piece, str):
+            text.append(piece)
             continue
         if text:
             _add_text(items, text)
             text = []
-        item = _content(block)
-        if item is not None:
-            items.append(item)
+        if piece is not None:
+            items.append(piece)
     _add_text(items, text)
     return digest_of(items)
 
@@ -132,7 +163,11 @@ def _arguments(call: ToolCallBlock) -> str:
     """Arguments as canonical JSON when they parse, else exactly as given."""
     if call.tool_type != "function":
         return call.arguments
+    return _canonical(call.arguments)
+
+
+def _canonical(arguments: str) -> str:
     try:
-        return canonical_json(orjson.loads(call.arguments)).decode()
+        return canonical_json(orjson.loads(arguments)).decode()
     except orjson.JSONDecodeError:
-        return call.arguments
+        return arguments
