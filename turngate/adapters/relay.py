@@ -38,6 +38,7 @@ from turngate.graph.events import (
     BlockStop,
     ResponseStart,
     StreamEvent,
+    TextDelta,
 )
 from turngate.graph.model import AnyBlock, ApiName
 from turngate.graph.schema_check import ToolSchemas
@@ -115,7 +116,7 @@ class StreamRelay:
         self._limits = (max_line, max_frame)
         self._lanes: dict[int, tuple[SSEDecoder, StreamDecoder]] = {}
         self.generation = generation
-        lane = self._lane(generation)
+        lane = self._live = self._lane(generation)
         self.assembler = StreamAssembler(
             api=api,
             tools=tools,
@@ -134,6 +135,9 @@ class StreamRelay:
         self._numbered = False
         self._held = b""
         self._failure_written = False
+        # The last ``feed`` was one frame of more previewed text, relayed as it came: no
+        # commit, failure, end or handle came with it.
+        self.quick = False
 
     @property
     def failed(self) -> bool:
@@ -155,10 +159,30 @@ class StreamRelay:
         return self.assembler.handle
 
     def feed(self, data: bytes, *, generation: int | None = None) -> bytes:
-        lane = self._lane(self.generation if generation is None else generation)
+        if generation is None or generation == self.generation:
+            lane = self._live
+            decode_data = getattr(lane[1], "decode_data", None)
+            payload = None if decode_data is None else lane[0].single(data)
+            if decode_data is not None and payload is not None:
+                # One frame of one ``data`` line, the paced chunk of a data-only stream:
+                # decoded without the frame list.
+                try:
+                    events: list[StreamEvent] = decode_data(payload, data)
+                except TurngateError as exc:
+                    self.quick = False
+                    return self._write(self._fail(exc, generation))
+                if len(events) == 1 and self._previewed(events[0]):
+                    self.quick = True
+                    return events[0].raw or b""
+                out: list[bytes] = []
+                self.quick = self._events(events, generation, out)
+                return out[0] if len(out) == 1 else b"".join(out)
+        else:
+            lane = self._lane(generation)
         try:
             frames = lane[0].feed(data)
         except TurngateError as exc:
+            self.quick = False
             return self._write(self._fail(exc, generation))
         return self._frames(lane, frames, generation)
 
@@ -205,12 +229,13 @@ class StreamRelay:
         state, and events the new connection replays are de-duplicated by sequence number."""
         max_line, max_frame = self._limits
         _, decoder = self._lane(self.generation)
-        self._lanes[self.generation] = (SSEDecoder(max_line=max_line, max_frame=max_frame), decoder)
+        lane = (SSEDecoder(max_line=max_line, max_frame=max_frame), decoder)
+        self._lanes[self.generation] = self._live = lane
 
     def restart(self, generation: int) -> bytes:
         """A new attempt generation (a retry from the manifest bytes) takes over."""
         self.generation = generation
-        lane = self._lane(generation)
+        lane = self._live = self._lane(generation)
         self.assembler.builder = lane[1].build_block
         self._failure_written = False
         self._held = b""
@@ -231,22 +256,48 @@ class StreamRelay:
     ) -> bytes:
         """The client bytes of one read's frames, joined for one write."""
         out: list[bytes] = []
-        feed, decode, write = self.assembler.feed, lane[1].decode, self._write
-        active = generation is None or generation == self.generation
+        decode, events = lane[1].decode, self._events
+        quick = True
         for frame in frames:
             try:
-                events = decode(frame)
+                decoded = decode(frame)
             except TurngateError as exc:
-                out.append(write(self._fail(exc, generation)))
+                out.append(self._write(self._fail(exc, generation)))
+                quick = False
                 break
-            for event in events:
-                outputs = feed(event, generation=generation)
-                if outputs:
-                    out.append(write(outputs))
-                seq = event.seq
-                if active and seq is not None and (self._numbered or type(event) is ResponseStart):
-                    self._count(event, seq)
+            quick = events(decoded, generation, out) and quick
+        self.quick = quick
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def _events(self, events: list[StreamEvent], generation: int | None, out: list[bytes]) -> bool:
+        """Append the client bytes of one frame's events to ``out``. True: the frame was only
+        more text of a block already previewed, relayed as it came (``quick``)."""
+        active = generation is None or generation == self.generation
+        if active and len(events) == 1 and self._previewed(events[0]):
+            raw = events[0].raw
+            assert raw is not None
+            out.append(raw)
+            return True
+        feed, write = self.assembler.feed, self._write
+        for event in events:
+            outputs = feed(event, generation=generation)
+            if outputs:
+                out.append(write(outputs))
+            seq = event.seq
+            if active and seq is not None and (self._numbered or type(event) is ResponseStart):
+                self._count(event, seq)
+        return False
+
+    def _previewed(self, event: StreamEvent) -> bool:
+        """An event of the active generation taken as more text of a block already previewed
+        (``StreamAssembler.preview_text``), to relay as its frame's bytes: what ``feed`` and
+        the encoder make of it (a ``Preview`` that is not its block's first, written raw)."""
+        return (
+            type(event) is TextDelta
+            and event.raw is not None
+            and not self._numbered
+            and self.assembler.preview_text(event)
+        )
 
     def _count(self, event: StreamEvent, seq: int) -> None:
         if isinstance(event, ResponseStart):

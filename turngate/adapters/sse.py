@@ -119,22 +119,15 @@ class SSEDecoder:
     def feed(self, data: bytes) -> list[SSEFrame]:
         if self._closed:
             raise SSEError("SSE input fed after close()", rule="sse_closed")
+        payload = self.single(data)
+        if payload is not None:
+            return [SSEFrame(payload, None, None, None, data)]
         if self._plain and b"\r" in data:
             self._to_lines()
         buf = self._buf
         if self._started and self._plain and not buf:
             # The common read: the last one ended on a frame boundary. Cut this one where it
             # is and keep only what is left of an unfinished frame.
-            last = len(data) - 2
-            if (
-                data.startswith(b"data: ")
-                and data.find(b"\n") == last
-                and data.endswith(b"\n\n")
-                and last <= self.max_line
-                and last + 2 <= self.max_frame
-            ):
-                # Exactly one frame of one ``data`` line: an LLM's paced chunk.
-                return [SSEFrame(data[6:last], None, None, None, data)]
             frames, taken, pos, seen = self._scan_blocks(data, 0, 0)
             if taken < len(data):
                 buf += memoryview(data)[taken:]
@@ -157,6 +150,26 @@ class SSEDecoder:
             # against ``max_line`` now.
             frames += self._scan(final=False)
         return frames
+
+    def single(self, data: bytes) -> bytes | None:
+        """The ``data`` of ``data`` when it is exactly one frame of one ``data:`` line read
+        at a frame boundary (an LLM's paced chunk): ``feed`` would return that one frame and
+        change no state. None: anything else, for ``feed``."""
+        last = len(data) - 2
+        # (``close`` ends plain mode: a closed decoder never passes.)
+        if (
+            self._plain
+            and self._started
+            and not self._buf
+            and data.startswith(b"data: ")
+            and data.find(b"\n") == last
+            and data[-1] == _LF
+            and b"\r" not in data
+            and last <= self.max_line
+            and last + 2 <= self.max_frame
+        ):
+            return data[6:last]
+        return None
 
     def close(self, *, strict: bool = False) -> list[SSEFrame]:
         """End of input. Returns the frame cut short, flagged ``truncated``, if there was one.
@@ -484,31 +497,42 @@ class StreamEncoder:
 # --- helpers the API stream decoders share --------------------------------------------------
 
 
-def frame_json(frame: SSEFrame) -> dict[str, Any]:
-    """The frame's data as one JSON object, or ``UpstreamProtocolError``.
+def frame_json(data: bytes) -> dict[str, Any]:
+    """A frame's data as one JSON object, or ``UpstreamProtocolError``.
 
     Nesting is bounded by ``MAX_NESTING``: orjson reads 1024 levels but writes only 254, and
     the encoders write parts of frames back (and compare them) when they relay them.
     """
-    data = frame.data
+    value = frame_object(data)
+    check_nesting(data, value)
+    return value
+
+
+def frame_object(data: bytes) -> dict[str, Any]:
+    """``frame_json`` without the nesting bound, for a decoder that checks it itself."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise UpstreamProtocolError(
             f"stream frame data is not JSON: {data[:80]!r}", rule="stream_malformed"
         ) from exc
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         raise UpstreamProtocolError(
             f"stream frame data is a JSON {type(value).__name__}, not an object",
             rule="stream_malformed",
         )
+    return value
+
+
+def check_nesting(data: bytes, value: dict[str, Any]) -> None:
+    """``UpstreamProtocolError`` when ``value`` (parsed from ``data``) nests deeper than
+    ``MAX_NESTING``."""
     # Counting brackets is a fast bound: only a frame with that many can nest that deep.
     if data.count(b"{") + data.count(b"[") > MAX_NESTING and nests_deeper(value, MAX_NESTING):
         raise UpstreamProtocolError(
             f"stream frame data nests JSON deeper than {MAX_NESTING} levels",
             rule="stream_malformed",
         )
-    return value
 
 
 def own_frame(events: list[StreamEvent], raw: bytes, pure: bool) -> list[StreamEvent]:

@@ -208,6 +208,34 @@ class StreamAssembler:
             self.relayed = any(isinstance(o, Preview | Commit) for o in outputs)
         return outputs
 
+    def preview_text(self, event: TextDelta) -> bool:
+        """``feed`` for the delta of nearly every text chunk, without building outputs: more
+        text of a text or refusal block already previewed, new by its sequence, while
+        streaming. True: taken, and to be relayed as its block's next ``Preview`` (never
+        the first). False: nothing was done; ``feed`` decides."""
+        block = self._blocks.get(event.index)
+        if (
+            self.state is not A.STREAMING
+            or block is None
+            or block.stopped
+            or not block.previewed
+            or event.seq is None
+        ):
+            return False
+        kind = block.start.kind
+        if kind not in ("text", "refusal"):
+            return False
+        high = self._hwm.get(event.index)
+        if high is not None and event.seq <= high:
+            return False
+        self._hwm[event.index] = event.seq
+        parts = block.parts
+        parts.append(event.text)
+        if len(parts) >= block.joined + _JOIN_EVERY:
+            parts[block.joined :] = ["".join(parts[block.joined :])]
+            block.joined += 1
+        return True
+
     def fail(self, error: TurngateError) -> list[Output]:
         """Fail the turn from outside (a decoder error, a policy decision)."""
         if self.state in TERMINAL:

@@ -188,6 +188,8 @@ class StreamSession:
         self._quarantined = 0
         # Client bytes held under ``buffer`` until the next commit.
         self._pending = b""
+        # Previews go out as the relay gives them (neither shadow mode nor ``buffer``).
+        self._previews = not (plan.observe_only or plan.buffer)
 
     # --- one attempt ----------------------------------------------------------------------
 
@@ -229,20 +231,33 @@ class StreamSession:
 
     async def _pump(self, owner: StreamOwner, upstream: aiohttp.ClientResponse) -> tuple[Stop, int]:
         received = 0
+        relay, previews = self.relay, self._previews
         watch = _IdleWatch.take_over(upstream)
         try:
             async for chunk in upstream.content.iter_any():
                 if watch is not None:
                     watch.waiting_since = RELAYING
-                received += len(chunk)
-                # A large read (a burst the upstream wrote at once) goes out in two writes:
-                # the client's first bytes do not wait for the last frame of the read to
-                # decode, and the rest costs one write, not one per piece.
-                pieces = (chunk[:PIECE], chunk[PIECE:]) if len(chunk) > PIECE else (chunk,)
-                for piece in pieces:
-                    stop = await self._step(owner, piece)
-                    if stop is not None:
-                        return stop, received
+                size = len(chunk)
+                received += size
+                if size > PIECE:
+                    # A large read (a burst the upstream wrote at once) goes out in two
+                    # writes: the client's first bytes do not wait for the last frame of the
+                    # read to decode, and the rest costs one write, not one per piece.
+                    stop = await self._step(owner, chunk[:PIECE])
+                    if stop is None:
+                        stop = await self._step(owner, chunk[PIECE:])
+                else:
+                    out = relay.feed(chunk)
+                    if relay.quick and previews:
+                        # More text of previewed blocks, nothing else (no commit, failure,
+                        # end or handle): written, without the step's checks.
+                        await self._write(out)
+                        stop = None
+                    else:
+                        stop = await self._settle(owner, chunk, out)
+                    del out
+                if stop is not None:
+                    return stop, received
                 # Not kept while the next read waits: a held stream costs its state only.
                 del chunk
                 if watch is not None:
@@ -258,8 +273,11 @@ class StreamSession:
 
     async def _step(self, owner: StreamOwner, data: bytes) -> Stop | None:
         """Relay one piece of the upstream's bytes; a ``Stop`` when reading ends here."""
+        return await self._settle(owner, data, self.relay.feed(data))
+
+    async def _settle(self, owner: StreamOwner, data: bytes, out: bytes) -> Stop | None:
+        """What follows the relay's ``feed`` of ``data``: the store's checks, the write."""
         relay, mirror = self.relay, self.plan.observe_only
-        out = relay.feed(data)
         committed = relay.commits != self._commits
         if committed:
             self._commits = relay.commits

@@ -64,7 +64,7 @@ class AnthropicStreamDecoder:
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
             return []
-        payload = frame_json(frame)
+        payload = frame_json(frame.data)
         kind = payload.get("type", frame.event)
         raw = frame.raw
         if kind == "content_block_delta":

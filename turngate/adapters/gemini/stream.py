@@ -69,7 +69,7 @@ class GeminiStreamDecoder:
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
             return []
-        chunk = frame_json(frame)
+        chunk = frame_json(frame.data)
         error = chunk.get("error")
         if error is not None:
             native = error if isinstance(error, dict) else {"message": str(error)}

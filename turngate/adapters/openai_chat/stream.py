@@ -19,8 +19,9 @@ from turngate.adapters.sse import (
     MarkStyle,
     SSEFrame,
     StreamEncoder,
+    check_nesting,
     encode_frame,
-    frame_json,
+    frame_object,
     own_frame,
 )
 from turngate.errors import TurngateError, UpstreamProtocolError
@@ -63,16 +64,24 @@ class ChatStreamDecoder:
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
             return []
-        if frame.data == _DONE:
-            return [StreamDone(raw=frame.raw)]
-        chunk = frame_json(frame)
-        fast = self._one_delta(chunk, frame.raw)
+        return self.decode_data(frame.data, frame.raw)
+
+    def decode_data(self, data: bytes, whole: bytes) -> list[StreamEvent]:
+        """``decode`` of a whole frame given as its ``data`` and its bytes (the relay reads
+        a one-line frame without building the ``SSEFrame``)."""
+        if data == _DONE:
+            return [StreamDone(raw=whole)]
+        chunk = frame_object(data)
+        fast = self._one_delta(chunk, whole)
         if fast is not None:
+            # Only its one string is kept, and the frame is relayed as it came (text) or not
+            # at all (arguments): nothing of it is written back, so its nesting is no risk.
             return [fast]
+        check_nesting(data, chunk)
         error = chunk.get("error")
         if error:
             native = error if isinstance(error, dict) else {"message": str(error)}
-            return [StreamError(_message(native), native=native, raw=frame.raw)]
+            return [StreamError(_message(native), native=native, raw=whole)]
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             raise UpstreamProtocolError("chat chunk has no 'choices' list", rule="stream_malformed")
@@ -101,7 +110,7 @@ class ChatStreamDecoder:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             events.append(UsageEvent(usage_of(usage), native=usage, raw=raw))
-        return own_frame(events, frame.raw, pure)
+        return own_frame(events, whole, pure)
 
     def _one_delta(self, chunk: dict[str, Any], raw: bytes) -> StreamEvent | None:
         """The chunk of nearly every read, decoded without the general walk: one choice whose

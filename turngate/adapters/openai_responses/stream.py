@@ -77,7 +77,7 @@ class ResponsesStreamDecoder:
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
             return []
-        payload = frame_json(frame)
+        payload = frame_json(frame.data)
         kind = _name(payload.get("type", frame.event))
         seq = payload.get("sequence_number")
         seq = seq if isinstance(seq, int) else None
