@@ -240,14 +240,13 @@ class RecordedStream(StreamSession):
         # The operation whose commit ended the stream cleanly.
         self.committed_by: str | None = None
 
-    async def _write(self, data: bytes) -> None:
+    def _record(self, data: bytes) -> None:
         recorded = self.recorded
-        if recorded is not None and data:
+        if recorded is not None:
             if len(recorded) + len(data) > MAX_RECORDED:
                 self.recorded = None
             else:
                 recorded += data
-        await super()._write(data)
 
     async def relay_attempt(self, owner: StreamOwner, upstream: Any) -> StreamEnd:
         end = await super().relay_attempt(owner, upstream)

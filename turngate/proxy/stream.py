@@ -419,11 +419,15 @@ class StreamSession:
     async def _write(self, data: bytes) -> None:
         if not data:
             return
+        self._record(data)
         response = self.response or await self._prepare()
         try:
             await response.write(data)
         except ConnectionResetError as exc:
             raise ClientGone from exc
+
+    def _record(self, data: bytes) -> None:
+        """Called with every non-empty write to the client, before it; a subclass keeps them."""
 
     async def _prepare(self) -> web.StreamResponse:
         response = web.StreamResponse(status=self._status, reason=self._reason)
