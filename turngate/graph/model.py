@@ -6,7 +6,9 @@ provider accepts that the graph does not model is kept, untouched, in ``attrs``
 back to the API it came from gives the same JSON value.
 
 Digests (sha256 over canonical JSON) are computed when first asked for: the proxy
-needs them for the manifest, a plain validation does not.
+needs them for the manifest, a plain validation does not. A sequence of plain messages
+may come with an outline instead (graph/outline.py): its ``messages`` are then built on
+first read.
 """
 
 from __future__ import annotations
