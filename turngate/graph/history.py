@@ -84,8 +84,9 @@ def _outline_turns(outline: SequenceOutline) -> list[HistoryTurn]:
     turns: list[HistoryTurn] = []
     run: list[str | list[Any]] = []
     first: int | None = None
-    for index, (role, text, calls, _result) in enumerate(outline.messages):
-        if role == "assistant":
+    for index, message in enumerate((*outline.messages, None)):
+        if message is not None and message[0] == "assistant":
+            _role, text, calls, _result = message
             if first is None:
                 first = index
             if text is not None:
@@ -98,8 +99,6 @@ def _outline_turns(outline: SequenceOutline) -> list[HistoryTurn]:
         if first is not None:
             turns.append(HistoryTurn(len(turns), first, f"messages[{first}]", _digest(run)))
             run, first = [], None
-    if first is not None:
-        turns.append(HistoryTurn(len(turns), first, f"messages[{first}]", _digest(run)))
     return turns
 
 

@@ -17,6 +17,7 @@ import dataclasses
 from operator import attrgetter
 from typing import Literal, TypeVar, assert_never, get_args
 
+from turngate.adapters.base import default_trust
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import (
     AnyBlock,
@@ -105,13 +106,11 @@ def relabel(seq: MessageSequence, policy: TrustPolicy) -> MessageSequence:
 
 
 _TRUST = attrgetter("trust")
-# The label every block of an outlined sequence carries, by source (graph/outline.py).
+# The label every block of an outlined sequence carries, by source: its role's default
+# (graph/outline.py), tool output labelled as its tool role's.
 _OUTLINE_LABELS: tuple[tuple[TrustSource, Trust], ...] = (
-    ("system", "trusted"),
-    ("developer", "trusted"),
-    ("user", "untrusted"),
-    ("assistant", "untrusted"),
-    ("tool_result", "untrusted"),
+    *((role, default_trust(role)) for role in ("system", "developer", "user", "assistant")),
+    ("tool_result", default_trust("tool")),
 )
 
 
