@@ -2,13 +2,15 @@
 
 ``StreamRelay`` reads a frame that is only more text of a block already previewed without
 building outputs (``StreamAssembler.preview_text``), and a read that is exactly one
-``data:`` frame without the frame list (``SSEDecoder.single``). With that path switched off
+``data:`` frame, or several one-line ``data:`` frames, without the frame list
+(``SSEDecoder.single``, ``SSEDecoder.data_lines``). With that path switched off
 every event goes through ``StreamAssembler.feed`` and the encoder: the client bytes, the
 outcome and the quarantine must be the same, whatever the reads and whatever the faults.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import orjson
@@ -185,3 +187,61 @@ def test_single_is_feed_of_exactly_one_frame(tail: bytes, before: bytes) -> None
             assert len(frames) == 1
             assert (frames[0].data, frames[0].raw, frames[0].event) == (payload, data, None)
             assert decoder.feed(data) == frames
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=12),
+            st.sampled_from([b"a\ndata: b", b"a\nid: 7", b"a\nevent: e", b"a\r", b"\n"]),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from([b"", b"data: x\n\n", b"data: {}\n", b": c\n\n"]),
+    st.sampled_from([b"", b"\n", b"\r\n", b"\n\n", b"data: y"]),
+)
+def test_data_lines_is_feed_of_several_one_line_frames(
+    tails: list[bytes], before: bytes, after: bytes
+) -> None:
+    """``data_lines`` answers only for a read ``feed`` would return as two or more frames of
+    one ``data`` line each, and gives their lines; ``feed`` after it returns the same."""
+    data = b"".join(b"data: " + tail + b"\n\n" for tail in tails) + after
+    decoder, reference = SSEDecoder(), SSEDecoder()
+    for sse in (decoder, reference):
+        sse.feed(b"data: first\n\n" + before)
+    lines = decoder.data_lines(data)
+    frames = reference.feed(data)
+    if lines is not None:
+        assert len(lines) >= 2
+        assert [(f.data, f.raw, f.event, f.id) for f in frames] == [
+            (line[6:], line + b"\n\n", None, None) for line in lines
+        ]
+        assert decoder.feed(data) == frames
+    elif (
+        not before
+        and not after
+        and len(tails) >= 2
+        and all(b"\n" not in t and b"\r" not in t for t in tails)
+    ):
+        raise AssertionError(f"several plain frames not taken: {data!r}")
+
+
+def _relayed(reads: list[bytes]) -> tuple[bytes, AssistantTurn | StreamFailed]:
+    relay = StreamRelay("openai_chat")
+    out = b"".join(relay.feed(read) for read in reads)
+    tail, outcome = relay.finish()
+    return out + tail, outcome
+
+
+@pytest.mark.parametrize("path", fixture_params("openai-chat/*.sse"))
+@given(cuts=st.lists(st.integers(0, 10_000), max_size=12))
+def test_frames_grouped_into_reads_at_any_frame_boundary(path: Path, cuts: list[int]) -> None:
+    """Frames that queued up arrive in one read: any grouping of a recorded stream's frames
+    gives the client the bytes and the outcome of reading it frame by frame."""
+    data = path.read_bytes()
+    frames = _frames(data)
+    bounds = sorted({0, len(frames), *(cut % (len(frames) + 1) for cut in cuts)})
+    reads = [b"".join(frames[a:b]) for a, b in itertools.pairwise(bounds)]
+    assert b"".join(reads) == data
+    assert _relayed(reads) == _relayed(frames)

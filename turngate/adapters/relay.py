@@ -177,6 +177,9 @@ class StreamRelay:
                 out: list[bytes] = []
                 self.quick = self._events(events, generation, out)
                 return out[0] if len(out) == 1 else b"".join(out)
+            lines = None if decode_data is None else lane[0].data_lines(data)
+            if decode_data is not None and lines is not None:
+                return self._data_lines(lines, data, decode_data, generation)
         else:
             lane = self._lane(generation)
         try:
@@ -268,6 +271,31 @@ class StreamRelay:
             quick = events(decoded, generation, out) and quick
         self.quick = quick
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def _data_lines(
+        self,
+        lines: list[bytes],
+        data: bytes,
+        decode_data: Callable[[bytes, bytes], list[StreamEvent]],
+        generation: int | None,
+    ) -> bytes:
+        """``_frames`` of a read of several one-line ``data`` frames (``SSEDecoder.data_lines``),
+        decoded without the frame list; a read that was only more previewed text is relayed
+        as it came, in one piece."""
+        out: list[bytes] = []
+        events = self._events
+        quick = True
+        for line in lines:
+            raw = line + b"\n\n"
+            try:
+                decoded = decode_data(line[6:], raw)
+            except TurngateError as exc:
+                out.append(self._write(self._fail(exc, generation)))
+                quick = False
+                break
+            quick = events(decoded, generation, out) and quick
+        self.quick = quick
+        return data if quick else b"".join(out)
 
     def _events(self, events: list[StreamEvent], generation: int | None, out: list[bytes]) -> bool:
         """Append the client bytes of one frame's events to ``out``. True: the frame was only

@@ -171,6 +171,27 @@ class SSEDecoder:
             return data[6:last]
         return None
 
+    def data_lines(self, data: bytes) -> list[bytes] | None:
+        """The frames of ``data`` without their blank lines (``data: …`` each), when it is
+        two or more whole frames of one ``data:`` line each, read at a frame boundary (paced
+        chunks that queued up while the proxy was busy): ``feed`` would return those frames
+        and change no state. None: anything else, for ``feed``."""
+        if not (self._plain and self._started and not self._buf) or b"\r" in data:
+            return None
+        lines = data.split(b"\n\n")
+        if len(lines) < 3 or lines.pop():
+            return None
+        max_line, max_frame = self.max_line, self.max_frame - 2
+        for line in lines:
+            if (
+                not line.startswith(b"data: ")
+                or b"\n" in line
+                or len(line) > max_line
+                or len(line) > max_frame
+            ):
+                return None
+        return lines
+
     def close(self, *, strict: bool = False) -> list[SSEFrame]:
         """End of input. Returns the frame cut short, flagged ``truncated``, if there was one.
 
