@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from turngate.adapters.openai_chat.template import ChunkTemplate, template_of
 from turngate.adapters.sse import (
     MarkStyle,
     SSEFrame,
@@ -44,6 +45,9 @@ from turngate.graph.turn import Usage
 
 _DONE = b"[DONE]"
 _ENVELOPE_SKIP = frozenset({"choices", "usage", "obfuscation"})
+# Templates a stream may cut (template.py): a provider whose envelope changes from chunk to
+# chunk would otherwise pay for a probe on every text chunk.
+_TEMPLATES_PER_STREAM = 4
 
 
 class ChatStreamDecoder:
@@ -60,6 +64,8 @@ class ChatStreamDecoder:
         self._open_call: int | None = None
         self._stopped: set[int] = set()
         self._counts: dict[int, int] = {}
+        self._template: ChunkTemplate | None = None
+        self._templates_left = _TEMPLATES_PER_STREAM
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
@@ -69,11 +75,22 @@ class ChatStreamDecoder:
     def decode_data(self, data: bytes, whole: bytes) -> list[StreamEvent]:
         """``decode`` of a whole frame given as its ``data`` and its bytes (the relay reads
         a one-line frame without building the ``SSEFrame``)."""
+        template, index = self._template, self._text
+        if template is not None and index is not None:
+            text = template.text_of(data)
+            if text:
+                # The text chunk before it with another text: what ``_one_delta`` gives.
+                seq = self._counts[index]
+                self._counts[index] = seq + 1
+                return [TextDelta(index, text, seq, whole)]
         if data == _DONE:
             return [StreamDone(raw=whole)]
         chunk = frame_object(data)
         fast = self._one_delta(chunk, whole)
         if fast is not None:
+            if type(fast) is TextDelta and self._templates_left:
+                self._templates_left -= 1
+                self._template = template_of(data, chunk, fast.text)
             # Only its one string is kept, and the frame is relayed as it came (text) or not
             # at all (arguments): nothing of it is written back, so its nesting is no risk.
             return [fast]

@@ -1,0 +1,161 @@
+"""A Chat text chunk read through the template of the one before it decodes as in full.
+
+``ChatStreamDecoder`` cuts a template from a text chunk it parsed in full and reads later
+chunks that fit it by their text alone (turngate/adapters/openai_chat/template.py). With
+templates switched off every chunk is parsed in full: the events (text, sequence numbers,
+raw bytes) or the refusal must be the same for recorded streams, for generated envelopes
+and texts, and for any byte of a chunk changed, added or removed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.adapters import stream_faults as faults
+from tests.fixtures_dir import fixture_params
+from turngate.adapters.openai_chat.stream import ChatStreamDecoder
+from turngate.adapters.openai_chat.template import ChunkTemplate, template_of
+from turngate.errors import TurngateError
+from turngate.graph.events import StreamEvent, TextDelta
+
+CHAT_STREAMS = fixture_params("openai-chat/*.sse")
+# What an envelope string may hold: quotes, backslashes, the keys the template looks for.
+TRICKY = st.text(
+    alphabet=st.sampled_from(['"', "\\", "a", "é", "\n", ":", "{", "}", ",", "/", "\x01"]),
+    max_size=8,
+) | st.sampled_from(['"content":"', '\\"content\\":\\"', '","obfuscation":"', "\\u0041"])
+
+
+def _decoder(*, templates: bool) -> ChatStreamDecoder:
+    decoder = ChatStreamDecoder()
+    if not templates:
+        decoder._templates_left = 0
+    return decoder
+
+
+def _decoded(decoder: ChatStreamDecoder, data: bytes) -> list[StreamEvent] | str:
+    try:
+        return decoder.decode_data(data, b"data: " + data + b"\n\n")
+    except TurngateError as exc:
+        return exc.rule
+
+
+def _both(frames: list[bytes]) -> tuple[list[Any], list[Any], ChatStreamDecoder]:
+    on, off = _decoder(templates=True), _decoder(templates=False)
+    return [_decoded(on, f) for f in frames], [_decoded(off, f) for f in frames], on
+
+
+@pytest.mark.parametrize("path", CHAT_STREAMS)
+def test_recorded_streams_decode_alike_with_templates(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frames = [f.raw for f in faults.split_frames(path.read_bytes())]
+    data = [raw.removeprefix(b"data: ").removesuffix(b"\n\n") for raw in frames]
+    fits: list[str] = []
+    text_of = ChunkTemplate.text_of
+
+    def counted(self: ChunkTemplate, data: bytes) -> str | None:
+        text = text_of(self, data)
+        if text:
+            fits.append(text)
+        return text
+
+    monkeypatch.setattr(ChunkTemplate, "text_of", counted)
+    with_templates, in_full, _ = _both(data)
+    assert with_templates == in_full
+    texts = sum(1 for events in in_full for e in events if type(e) is TextDelta)
+    if texts > 3 and b'"content": "' not in path.read_bytes():
+        # Every text chunk after the two that open the block and cut the template.
+        assert len(fits) == texts - 2, "recorded text chunks did not fit their template"
+
+
+def _chunk(envelope: dict[str, Any], delta: dict[str, Any], obfuscation: str | None) -> bytes:
+    chunk: dict[str, Any] = {
+        **envelope,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}],
+    }
+    if obfuscation is not None:
+        chunk["obfuscation"] = obfuscation
+    return orjson.dumps(chunk)
+
+
+ENVELOPES = st.fixed_dictionaries(
+    {"id": TRICKY, "object": st.just("chat.completion.chunk"), "model": TRICKY},
+    optional={"system_fingerprint": TRICKY, "created": st.integers(0, 2**40)},
+)
+
+
+@given(
+    envelope=ENVELOPES,
+    texts=st.lists(TRICKY.filter(bool), min_size=3, max_size=5),
+    obfuscations=st.lists(st.none() | TRICKY, min_size=6, max_size=6),
+)
+def test_generated_text_chunks_decode_alike(
+    envelope: dict[str, Any], texts: list[str], obfuscations: list[str | None]
+) -> None:
+    first = _chunk(envelope, {"role": "assistant", "content": ""}, obfuscations[0])
+    frames = [first] + [
+        _chunk(envelope, {"content": text}, obfuscation)
+        for text, obfuscation in zip(texts, obfuscations[1:], strict=False)
+    ]
+    with_templates, in_full, _ = _both(frames)
+    assert with_templates == in_full
+    assert [e.text for events in in_full for e in events if type(e) is TextDelta] == texts
+
+
+@given(
+    envelope=ENVELOPES,
+    obfuscation=st.none() | TRICKY,
+    texts=st.tuples(TRICKY.filter(bool), TRICKY),
+    edit=st.tuples(st.integers(0, 10_000), st.sampled_from(["drop", "insert", "replace"])),
+    byte=st.sampled_from(b'"\\,:{}[]0a \x01'),
+)
+def test_any_byte_changed_in_a_fitting_chunk_decodes_as_in_full(
+    envelope: dict[str, Any],
+    obfuscation: str | None,
+    texts: tuple[str, str],
+    edit: tuple[int, str],
+    byte: int,
+) -> None:
+    start = _chunk(envelope, {"role": "assistant", "content": ""}, obfuscation)
+    base = _chunk(envelope, {"content": texts[0]}, obfuscation)
+    fitting = _chunk(envelope, {"content": texts[1]}, obfuscation)
+    at, how = edit[0] % (len(fitting) + 1), edit[1]
+    if how == "drop":
+        changed = fitting[:at] + fitting[at + 1 :]
+    elif how == "insert":
+        changed = fitting[:at] + bytes([byte]) + fitting[at:]
+    else:
+        changed = fitting[:at] + bytes([byte]) + fitting[at + 1 :]
+    # The first text opens the block, the second cuts the template, the changed one fits it
+    # or not.
+    with_templates, in_full, _ = _both([start, base, base, changed, fitting])
+    assert with_templates == in_full
+
+
+def test_a_template_cuts_only_where_the_probe_finds_the_strings() -> None:
+    chunk = {"id": "c", "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+    data = orjson.dumps(chunk)
+    template = template_of(data, chunk, "hi")
+    assert template is not None
+    assert template.text_of(data.replace(b'"hi"', b'"a\\"b"')) == 'a"b'
+    # Cut inside an escaped quote, or a hole that closes the string early: no fit.
+    assert template.text_of(data.replace(b'"hi"', b'"a\\"')) is None
+    assert template.text_of(data.replace(b'"hi"', b'"a","x":"b"')) is None
+    # A repeated content key: the parse keeps the last one, so no template is cut.
+    twice = data.replace(b'{"content":"hi"}', b'{"content":"no","content":"hi"}')
+    assert template_of(twice, orjson.loads(twice), "hi") is None
+    # The same text under another content key before the delta: the probe finds the hole
+    # is not the delta's, so no template is cut (else that key's next value would be read).
+    decoy = {"id": "c", "meta": {"content": "hi"}, **chunk}
+    decoy_data = orjson.dumps(decoy)
+    assert template_of(decoy_data, decoy, "hi") is None
+    # Spaced JSON: the hole cannot be found as orjson writes it.
+    spaced = data.replace(b'"content":"hi"', b'"content": "hi"')
+    assert template_of(spaced, orjson.loads(spaced), "hi") is None
