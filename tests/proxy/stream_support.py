@@ -99,11 +99,12 @@ class RecordingStore:
         now: float,
         handle: str | None = None,
         detail: str | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
-        if transition in self.refuse:
+        if transition in self.refuse or (sent and Transition.SEND in self.refuse):
             raise ConnectionError(f"refused {transition} for the test")
         return await self.inner.transition(
-            operation_id, transition, now=now, handle=handle, detail=detail
+            operation_id, transition, now=now, handle=handle, detail=detail, sent=sent
         )
 
     async def get(self, operation_id: str) -> OperationRecord | None:

@@ -1,9 +1,10 @@
 """Which SQLite writes wait for the disk (synchronous=FULL) and which need not (NORMAL).
 
-A power cut may undo a NORMAL write. That is safe only for SEND and STREAM: undone, they
-leave the operation DISPATCHING or SENT, still in flight, so the next start finds it
-UNKNOWN as it would have anyway. A claim, a commit, a failure or a loss undone would let
-an attempt be sent twice or refuse a history the client already holds: those are FULL.
+A power cut may undo a NORMAL write. That is safe only for SEND, STREAM and BIND: undone,
+they leave the operation DISPATCHING, SENT or STREAMING, still in flight, so the next
+start finds it UNKNOWN as it would have anyway. A claim, a commit, a failure or a loss
+undone would let an attempt be sent twice or refuse a history the client already holds:
+those are FULL.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ async def level_of_last_write(store: SQLiteStore) -> int:
     return int(row[0])
 
 
-async def test_only_send_and_stream_are_written_without_waiting_for_the_disk(tmp_path: Path):
+async def test_only_send_stream_and_bind_are_written_without_waiting_for_the_disk(
+    tmp_path: Path,
+):
     store = SQLiteStore(tmp_path / "state.db")
     await store.open()
     try:
@@ -34,8 +37,17 @@ async def test_only_send_and_stream_are_written_without_waiting_for_the_disk(tmp
         assert await level_of_last_write(store) == NORMAL
         await store.transition(streamed.operation_id, T.STREAM, now=3.0)
         assert await level_of_last_write(store) == NORMAL
+        await store.transition(streamed.operation_id, T.BIND, now=3.5, handle="chatcmpl-1")
+        assert await level_of_last_write(store) == NORMAL
         await store.transition(streamed.operation_id, T.COMMIT, now=4.0)
         assert await level_of_last_write(store) == FULL
+
+        # A stream whose headers came before SEND was written: both in one NORMAL write.
+        folded = await store.claim(draft(None), now=4.5)
+        moved = await store.transition(folded.operation_id, T.STREAM, now=4.6, sent=True)
+        assert [c.transition for c in moved.history[-2:]] == [T.SEND, T.STREAM]
+        assert await level_of_last_write(store) == NORMAL
+        await store.transition(folded.operation_id, T.COMMIT, now=4.7)
 
         for outcome in (T.FAIL, T.LOSE):
             record = await store.claim(draft(None), now=5.0)

@@ -130,6 +130,30 @@ async def test_a_commit_that_carries_send_writes_both_in_order(store: StateStore
     assert [c.state for c in record.history] == [S.PREPARED, S.DISPATCHING, S.CANCELLED]
 
 
+async def test_a_stream_that_carries_send_writes_both_in_order(store: StateStore) -> None:
+    # Stream headers back before SEND was written on its own: SEND and STREAM in one write.
+    op = (await store.claim(draft("conv-t"), now=1.0)).operation_id
+    streaming = await store.transition(op, T.STREAM, now=2.0, sent=True)
+    assert [(c.state, c.transition, c.at) for c in streaming.history] == [
+        (S.PREPARED, None, 1.0),
+        (S.DISPATCHING, T.CLAIM, 1.0),
+        (S.SENT, T.SEND, 2.0),
+        (S.STREAMING, T.STREAM, 2.0),
+    ]
+    assert await store.get(op) == streaming
+    # Once SEND is written, ``sent`` adds nothing; an illegal move writes neither.
+    second = await sent(store, "conv-t", revision=1)
+    again = await store.transition(second, T.STREAM, now=3.0, sent=True)
+    assert [c.transition for c in again.history] == [None, T.CLAIM, T.SEND, T.STREAM]
+    third = (await store.claim(draft("conv-t", revision=2), now=4.0)).operation_id
+    await store.cancel_conversation("conv-t", now=5.0)
+    with pytest.raises(IllegalTransition):
+        await store.transition(third, T.STREAM, now=6.0, sent=True)
+    record = await store.get(third)
+    assert record is not None
+    assert [c.state for c in record.history] == [S.PREPARED, S.DISPATCHING, S.CANCELLED]
+
+
 async def test_a_conversation_less_commit_keeps_only_the_operation(store: StateStore) -> None:
     op = await sent(store, None)
     done = await store.commit_turn(op, digest=digest(3), now=3.0, response=answer("x"))

@@ -346,9 +346,10 @@ class RivalStore(MemoryStore):
         now: float,
         handle: str | None = None,
         detail: str | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         record = await super().transition(
-            operation_id, transition, now=now, handle=handle, detail=detail
+            operation_id, transition, now=now, handle=handle, detail=detail, sent=sent
         )
         if record.state is DispatchState.FAILED and self.rival is None:
             draft = dataclasses.replace(

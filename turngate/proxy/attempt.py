@@ -8,8 +8,8 @@
 The bytes count as sent once aiohttp has handed the whole body to the socket. SEND is
 written ``SEND_GRACE`` later, so a slow upstream shows SENT while it thinks; a
 non-streamed answer quicker than that has its SEND written in the same store write as its
-COMMIT (one write, one fsync, one trip to the store's thread instead of two). A stream's
-SEND is written at once. Either way the operation is in
+COMMIT (one write, one fsync, one trip to the store's thread instead of two), and a stream
+whose headers come sooner has it written with its STREAM. Either way the operation is in
 flight from its claim (DISPATCHING and SENT both become UNKNOWN after a crash), and every
 other outcome writes SEND first. A transport failure before the bytes were out is FAILED
 when the connection was never made, UNKNOWN otherwise. The store is written in order:
@@ -265,10 +265,6 @@ class Attempt:
         if self._out:
             return
         self._out = True
-        if self.stream is not None:
-            # A stream's STREAM follows its SEND: nothing to fold, so SEND goes now.
-            self._send_now()
-            return
         self._send_timer = asyncio.get_running_loop().call_later(SEND_GRACE, self._send_now)
 
     def mark_sent(self) -> None:
@@ -365,7 +361,7 @@ class Attempt:
     async def relay_stream(
         self, stream: StreamSession, upstream: aiohttp.ClientResponse
     ) -> web.StreamResponse | Retry:
-        await self.move(Transition.STREAM)
+        await self.move(Transition.STREAM, sent=self.fold_send())
         end = await stream.relay_attempt(self, upstream)
         if end is StreamEnd.RETRY:
             return RETRY
@@ -441,20 +437,26 @@ class Attempt:
         return error_response(self.manifest.api, error, self.headers)
 
     async def move(
-        self, transition: Transition, *, handle: str | None = None, detail: str | None = None
+        self,
+        transition: Transition,
+        *,
+        handle: str | None = None,
+        detail: str | None = None,
+        sent: bool = False,
     ) -> None:
-        """Record a transition. The client's answer never waits on a broken store."""
+        """Record a transition (``sent``: with the SEND ``fold_send`` gave it, in the same
+        write). The client's answer never waits on a broken store."""
         if transition in _OUTCOMES:
             self.open = False
         if transition is not Transition.SEND:
             await self.recorded_send()
         try:
-            await self._transition(transition, handle=handle, detail=detail)
+            await self._transition(transition, handle=handle, detail=detail, sent=sent)
         except asyncio.CancelledError:
             # Its handler was cancelled (the client gone), maybe before the store took the
             # write (a cancelled SQLite job that had not started never runs): record it
             # anyway, then stay cancelled. A write that had landed is refused as illegal.
-            again = self._transition(transition, handle=handle, detail=detail)
+            again = self._transition(transition, handle=handle, detail=detail, sent=sent)
             self.services.in_background(quietly(again))
             raise
         except Exception as exc:
@@ -466,7 +468,12 @@ class Attempt:
             )
 
     async def _transition(
-        self, transition: Transition, *, handle: str | None = None, detail: str | None = None
+        self,
+        transition: Transition,
+        *,
+        handle: str | None = None,
+        detail: str | None = None,
+        sent: bool = False,
     ) -> None:
         record = await self.services.store.transition(
             self.manifest.operation_id,
@@ -474,5 +481,9 @@ class Attempt:
             now=self.services.clock(),
             handle=handle,
             detail=detail,
+            sent=sent,
         )
+        history = record.history
+        if sent and len(history) >= 2 and history[-2].transition is Transition.SEND:
+            self.observer.moved(Transition.SEND, history[-2].state, None)
         self.observer.moved(transition, record.state, detail)

@@ -104,12 +104,14 @@ class MemoryStore:
         now: float,
         handle: str | None = None,
         detail: str | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         async with self._lock:
             self._require_open()
             record = self._records.get(operation_id)
             if record is None:
                 raise KeyError(operation_id)
+            record = sent_first(record, sent, now=now)
             moved = moved_record(record, transition, now=now, handle=handle, detail=detail)
             self._records[operation_id] = moved
             return moved

@@ -96,6 +96,7 @@ from turngate.state.store import (
     claim_slot,
     claimed_record,
     moved_record,
+    sent_first,
 )
 
 log = logging.getLogger("turngate.state")
@@ -254,13 +255,20 @@ class RedisStore(RedisConversations):
         now: float,
         handle: str | None = None,
         detail: str | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         client = self._require()
         while True:
             record = await self._load(client, operation_id)
             if record is None:
                 raise KeyError(operation_id)
-            moved = moved_record(record, transition, now=now, handle=handle, detail=detail)
+            moved = moved_record(
+                sent_first(record, sent, now=now),
+                transition,
+                now=now,
+                handle=handle,
+                detail=detail,
+            )
             with self._unavailable("transition"):
                 reply = await self._move_script(
                     keys=[

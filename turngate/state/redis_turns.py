@@ -306,6 +306,7 @@ class RedisConversations:
         now: float,
         handle: str | None = None,
         detail: str | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         raise NotImplementedError
 

@@ -13,9 +13,10 @@ that settles or loses an operation, and every other write, is fsynced before it 
 (``synchronous=FULL``): an undone claim is an attempt whose bytes may have left while the
 file says it never existed, so the next start would send the same attempt again instead
 of finding it UNKNOWN; an undone commit would refuse the client's next request, whose
-history holds the turn. SEND and STREAM are written with ``synchronous=NORMAL``: a power
-cut (a process crash loses nothing either way) may undo them, which leaves the operation
-DISPATCHING or SENT, in flight all the same, so the next start still moves it to UNKNOWN.
+history holds the turn. SEND, STREAM and BIND are written with ``synchronous=NORMAL``: a
+power cut (a process crash loses nothing either way) may undo them, which leaves the
+operation DISPATCHING, SENT or STREAMING, in flight all the same, so the next start still
+moves it to UNKNOWN.
 The next FULL commit on the file makes them durable too (one WAL, fsynced whole).
 docs/performance.md has the measurements.
 
@@ -54,6 +55,7 @@ from turngate.state.store import (
     claim_slot,
     claimed_record,
     moved_record,
+    sent_first,
 )
 
 P = ParamSpec("P")
@@ -180,10 +182,18 @@ class SQLiteStore:
         now: float,
         handle: str | None = None,
         detail: str | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         level: Level = "NORMAL" if transition in _NO_FSYNC else "FULL"
         job = self._write(
-            level, _transition, operation_id, transition, now, handle=handle, detail=detail
+            level,
+            _transition,
+            operation_id,
+            transition,
+            now,
+            handle=handle,
+            detail=detail,
+            sent=sent,
         )
         return await asyncio.wrap_future(job)
 
@@ -428,8 +438,10 @@ def _claim(
 
 
 # Transitions whose loss in a power cut leaves the operation in flight, as it was before
-# them: recover() finds it UNKNOWN either way, so they need not wait for the disk.
-_NO_FSYNC = frozenset({Transition.SEND, Transition.STREAM})
+# them: recover() finds it UNKNOWN either way, so they need not wait for the disk. (An
+# undone BIND also forgets the handle: a Responses attempt is then settled at its deadline
+# instead of being looked up by its handle.)
+_NO_FSYNC = frozenset({Transition.SEND, Transition.STREAM, Transition.BIND})
 
 
 def _synchronous(db: sqlite3.Connection, level: Literal["FULL", "NORMAL"]) -> None:
@@ -447,13 +459,17 @@ def _transition(
     *,
     handle: str | None = None,
     detail: str | None = None,
+    sent: bool = False,
 ) -> OperationRecord:
     _synchronous(db, "NORMAL" if transition in _NO_FSYNC else "FULL")
     with _transaction(db, "IMMEDIATE"):
-        record = _load(db, operation_id)
-        if record is None:
+        loaded = _load(db, operation_id)
+        if loaded is None:
             raise KeyError(operation_id)
+        record = sent_first(loaded, sent, now=now)
         moved = moved_record(record, transition, now=now, handle=handle, detail=detail)
+        if record is not loaded:
+            _save_move(db, loaded, record)
         _save_move(db, record, moved)
     return moved
 

@@ -155,8 +155,9 @@ def moved_record(
 
 
 def sent_first(record: OperationRecord, sent: bool, *, now: float) -> OperationRecord:
-    """``record`` after SEND when ``sent`` and it is still DISPATCHING (commit_turn's
-    ``sent``); otherwise ``record`` as it is, for the commit to judge."""
+    """``record`` after SEND when ``sent`` and it is still DISPATCHING (the ``sent`` of
+    ``transition`` and ``commit_turn``); otherwise ``record`` as it is, for the next
+    transition to judge."""
     if sent and record.state is DispatchState.DISPATCHING:
         return moved_record(record, Transition.SEND, now=now)
     return record
@@ -208,12 +209,15 @@ class StateStore(Protocol):
         now: float,
         handle: str | None = None,
         detail: str | None = None,
+        sent: bool = False,
     ) -> OperationRecord:
         """Apply ``transition`` to the operation's current state, atomically.
 
         Raises ``IllegalTransition`` when the machine forbids it from the current state
         (so two racing writers cannot both move one operation), ``KeyError`` when the
         operation does not exist. ``handle`` binds the provider's response handle.
+        ``sent``: an operation still DISPATCHING moves SEND first, in the same write
+        (``sent_first``; a stream's STREAM carries the SEND not yet written).
         """
         ...
 
