@@ -50,6 +50,8 @@ class Script:
     gate: asyncio.Event | None = None
     # A non-SSE body (JSON) is written in one piece with a Content-Length.
     sse: bool = True
+    # Seconds between the last frame and the end of the chunked body (a separate packet).
+    linger: float = 0.0
 
 
 class ScriptedUpstream:
@@ -62,6 +64,8 @@ class ScriptedUpstream:
         self.resume_status = 200
         # Set for each connection whose body was cut off, once its last byte was handed on.
         self.finished = 0
+        # The client port of each request: the same port again is a reused connection.
+        self.ports: list[int] = []
 
     def script(self, *scripts: Script) -> None:
         self.scripts.extend(scripts)
@@ -73,6 +77,8 @@ class ScriptedUpstream:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.ports.append(peer[1] if peer else 0)
         self.received.append(
             Received(
                 request.method,
@@ -120,6 +126,8 @@ class ScriptedUpstream:
         transport = request.transport
         assert transport is not None
         if script.end == "clean":
+            if script.linger:
+                await asyncio.sleep(script.linger)
             await response.write_eof()
             return response
         while transport.get_write_buffer_size():

@@ -111,6 +111,24 @@ async def test_a_committed_stream_binds_its_handle_then_commits(
     COUNTS["proxy: streams committed with their handle bound"] += bool(outcome.handle)
 
 
+@pytest.mark.parametrize("api", ["openai_chat", "openai_responses", "anthropic", "gemini"])
+async def test_committed_streams_leave_the_upstream_connection_open_for_the_next(
+    stream_stack: StackFactory, api: str
+) -> None:
+    """Each stream read to the end of its body after the terminator: the next request
+    reuses the connection instead of paying for a new one (a TLS handshake upstream)."""
+    path = _marks_stream(api)
+    stack = await stream_stack()
+    # The body ends a moment after the terminator, as it does when it comes in a packet of
+    # its own.
+    stack.upstream.default = Script(path.read_bytes(), linger=0.02)
+    for _ in range(3):
+        run = await stack.post(api, recorded_request(path))
+        assert (run.status, run.broken) == (200, False)
+    assert len(stack.upstream.ports) == 3
+    assert len(set(stack.upstream.ports)) == 1, stack.upstream.ports
+
+
 def _marks_stream(api: str) -> Path:
     folder = faults.FOLDERS[api]
     return next(

@@ -54,6 +54,10 @@ RETRIED = "retried: the upstream closed the stream before its first byte"
 NO_BYTE = "the upstream closed the stream before its first byte"
 # ``_IdleWatch.waiting_since`` while a chunk is being relayed.
 RELAYING = float("inf")
+# What a committed stream's upstream gets to end its body after the terminator, so that its
+# connection goes back to the pool (a new one costs the provider's TLS handshake).
+DRAIN_SECONDS = 0.25
+DRAIN_BYTES = 64 * 1024
 
 
 class AttemptSuperseded(StateConflict):
@@ -202,6 +206,7 @@ class StreamSession:
         self._bound = None
         try:
             stop, received = await self._pump(owner, upstream)
+            ended = stop
             while stop in (Stop.DROPPED, Stop.EOF) and self._may_resume():
                 resumed = await self._reconnect(owner)
                 if resumed is None:
@@ -210,6 +215,8 @@ class StreamSession:
                     stop, more = await self._pump(owner, resumed)
                 received += more
             end = await self._end(owner, stop, received)
+            if end is StreamEnd.COMMITTED and ended is Stop.COMPLETE:
+                await _finish_body(upstream)
         except ClientGone:
             abort(self.request)
             if owner.open:
@@ -455,6 +462,21 @@ class StreamSession:
             await response.write_eof()
         except ConnectionResetError as exc:
             raise ClientGone from exc
+
+
+async def _finish_body(upstream: aiohttp.ClientResponse) -> None:
+    """Read what is left of the upstream's body after its terminator (the end of the chunked
+    body, usually already here), so releasing the response keeps the connection."""
+    content, left = upstream.content, DRAIN_BYTES
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while left > 0 and not content.at_eof():
+                chunk = await content.readany()
+                if not chunk:
+                    return
+                left -= len(chunk)
+    except TRANSPORT_ERRORS:
+        return
 
 
 class _IdleWatch:
