@@ -1,8 +1,8 @@
 """decode_json: what a body must be to be read, and which rule refuses it.
 
-The repeated-key check counts key ends in the bytes instead of parsing twice; these cases
-are the spellings that count could get wrong (escaped quotes, spaced keys, keys ending in
-an escaped backslash, CR LF whitespace), and a property holds it to a plain parse.
+The repeated-key check (jiter's, over the bytes) is held to a plain parse with the standard
+library on the spellings a byte-level check could get wrong (escaped quotes, spaced keys,
+keys ending in an escaped backslash, CR LF whitespace), and by a property.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_what_is_not_one_json_object(raw: bytes, rule: str) -> None:
     assert refusal(raw) == rule
 
 
-# Keys and values made of the characters the key-end count looks at.
+# Keys and values made of the characters a byte-level key check must get right.
 _tricky = st.text(alphabet='ab":\\ \r\n', max_size=6)
 _spacing = st.sampled_from(["", " ", "\r\n", "\t ", "  \n"])
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any
 
+import jiter
 import orjson
 from aiohttp import web
 
@@ -80,8 +80,7 @@ def decode_json(raw: bytes) -> dict[str, Any]:
         raise BadRequestBody(
             "turngate: the request body must be a JSON object", rule="invalid_json"
         )
-    keys = _walk(value, MAX_JSON_DEPTH)
-    if keys is None:
+    if not _within_depth(value, MAX_JSON_DEPTH):
         # A body both too deep and too large is refused as too large, whichever the walk met
         # first (the walk stops at the depth limit, before counting every container).
         if raw.count(b"{") + raw.count(b"[") > MAX_JSON_CONTAINERS:
@@ -90,7 +89,7 @@ def decode_json(raw: bytes) -> dict[str, Any]:
             f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
             rule="json_too_deep",
         )
-    duplicate = duplicate_key(raw, keys)
+    duplicate = duplicate_key(raw)
     if duplicate is not None:
         raise BadRequestBody(
             f"turngate: the request body repeats the JSON key {duplicate[:64]!r} in one object",
@@ -99,15 +98,14 @@ def decode_json(raw: bytes) -> dict[str, Any]:
     return value
 
 
-def _walk(value: dict[str, Any], depth_limit: int) -> int | None:
-    """The keys of every object in ``value``; None when containers nest deeper than
-    ``depth_limit`` (the top object is depth 1). Raises ``request_too_large`` past
-    ``MAX_JSON_CONTAINERS`` objects and arrays.
+def _within_depth(value: dict[str, Any], depth_limit: int) -> bool:
+    """False when containers nest deeper than ``depth_limit`` (the top object is depth 1).
+    Raises ``request_too_large`` past ``MAX_JSON_CONTAINERS`` objects and arrays.
 
     One level at a time, so no (node, depth) pair is built per container: on the hot path
     for every body, this walk is the one pass over the parsed tree.
     """
-    keys, containers, depth = 0, 0, 1
+    containers, depth = 0, 1
     level: list[Any] = [value]
     while level:
         containers += len(level)
@@ -116,41 +114,35 @@ def _walk(value: dict[str, Any], depth_limit: int) -> int | None:
         below: list[Any] = []
         push = below.append
         for node in level:
-            children = node
-            if type(node) is dict:
-                keys += len(node)
-                children = node.values()
-            for child in children:
+            for child in node.values() if type(node) is dict else node:
                 kind = type(child)
                 if kind is dict or kind is list:
                     push(child)
         if below:
             if depth >= depth_limit:
-                return None
+                return False
             depth += 1
         level = below
-    return keys
+    return True
 
 
-# Every key ends in a quote, optional whitespace, a colon; escaped quotes inside strings can
-# be followed by a colon too. The patterns each start with a literal, which re finds fast.
-_QUOTE_COLON = re.compile(rb'":')
-_ESCAPED_QUOTE_COLON = re.compile(rb'\\":')
-_TWICE_ESCAPED_QUOTE_COLON = re.compile(rb'\\\\":')
-_SPACED_KEY_END = re.compile(rb'"[ \t\r\n]+:')
-
-
-def duplicate_key(raw: bytes, parsed_keys: int) -> str | None:
-    """A key repeated in one object of ``raw`` (which parsed to ``parsed_keys`` keys), or None.
+def duplicate_key(raw: bytes) -> str | None:
+    """A key repeated in one object of ``raw``, or None.
 
     orjson keeps the last of repeated keys, but the client's own bytes are what is sent, and
-    a provider that keeps the first would read a body turngate never validated. Fast path:
-    an upper bound on the key ends in the bytes (``_key_ends_at_most``) equal to the keys
-    parsed (repeats can only lower that) means no key is repeated. Any other body takes the
-    exact check with the standard library.
+    a provider that keeps the first would read a body turngate never validated. jiter
+    (pydantic's JSON parser) checks every object exactly; only a body it refuses (a repeated
+    key, or anything else it reads otherwise than orjson) takes the standard library's
+    parse, which names the key.
     """
-    if _key_ends_at_most(raw) == parsed_keys:
-        return None
+    try:
+        jiter.from_json(raw, catch_duplicate_keys=True, cache_mode="keys")
+    except ValueError:
+        return _first_repeated_key(raw)
+    return None
+
+
+def _first_repeated_key(raw: bytes) -> str | None:
     found: list[str] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -163,24 +155,6 @@ def duplicate_key(raw: bytes, parsed_keys: int) -> str | None:
 
     json.loads(raw, object_pairs_hook=pairs)
     return found[0] if found else None
-
-
-def _key_ends_at_most(raw: bytes) -> int:
-    """At least as many as the keys written in ``raw``, and exactly as many for most bodies.
-
-    A key ends in a quote preceded by an even run of backslashes (none, or escaped
-    backslashes), optional whitespace, and a colon. Of the ``":`` in the bytes, those after
-    at least one backslash number ``\\":``, after at least two ``\\\\":``: counting
-    ``":`` - ``\\":`` + ``\\\\":`` drops escaped quotes (runs of one) and keeps keys
-    ending in an escaped backslash (runs of two); it can only count too many (an odd run of
-    three or more, a string value that opens with a colon), never too few. Spaced key ends
-    (``"a" :``) are added as counted, escaped or not.
-    """
-    count = len(_QUOTE_COLON.findall(raw))
-    escaped = len(_ESCAPED_QUOTE_COLON.findall(raw))
-    if escaped:
-        count += len(_TWICE_ESCAPED_QUOTE_COLON.findall(raw)) - escaped
-    return count + len(_SPACED_KEY_END.findall(raw))
 
 
 def _too_many_containers() -> BadRequestBody:
