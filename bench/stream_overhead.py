@@ -13,7 +13,10 @@ Printed, per stream and proxy:
 - time to first byte and total time of one stream (median of the runs), with the upstream
   writing as fast as it can;
 - the added cost per chunk: (total through the proxy - total direct) / chunks, and
-  turngate's over the bare pass-through's (target <= 1.3x);
+  turngate's over the bare pass-through's (target <= 1.3x); and the same after the first
+  byte, (total - TTFB through the proxy - (total - TTFB direct)) / chunks, which leaves out
+  what a request costs once before its stream starts (parse, validation, the claim: the
+  TTFB column);
 - CPU per chunk in the proxy process (utime + stime from /proc over many streams), with the
   upstream pacing its chunks (one every 0.5 ms, so each is read on its own, as an LLM's are);
 - peak memory: the proxy's RSS growth while 1,000 streams are held open at once, per
@@ -368,12 +371,18 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
     cpu = await cpu_per_chunk([t for t in targets if t.pid is not None], paced, streams)
     latency = await chunk_latency(targets, max(2, streams // 8)) if kind == "text" else {}
     print(f"\n{kind}: {CHUNKS} chunks")
-    header = f"{'':<20}{'TTFB ms':>9}{'total ms':>10}{'added us/chunk':>16}{'CPU us/chunk':>14}"
+    header = f"{'':<20}{'TTFB ms':>9}{'total ms':>10}{'added us/chunk':>16}{'after TTFB':>11}"
+    header += f"{'CPU us/chunk':>14}"
     print(header + (f"{'chunk latency us':>18}" if latency else ""))
     direct = results["direct"]
     added = {name: (r.total_ms - direct.total_ms) * 1000 / CHUNKS for name, r in results.items()}
+    streaming = {
+        name: ((r.total_ms - r.ttfb_ms) - (direct.total_ms - direct.ttfb_ms)) * 1000 / CHUNKS
+        for name, r in results.items()
+    }
     for name, r in results.items():
         line = f"{name:<20}{r.ttfb_ms:9.2f}{r.total_ms:10.2f}{added[name]:16.1f}"
+        line += f"{streaming[name]:11.1f}"
         line += f"{cpu[name]:14.1f}" if name in cpu else f"{'':>14}"
         line += f"{latency[name]:18.0f}" if latency else ""
         print(line)
@@ -381,8 +390,14 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
     for name in ("turngate (memory)", "turngate (sqlite)"):
         # A bare pass-through no slower than direct (noise) leaves no ratio to take.
         unpaced = f"{added[name] / added[bare]:.2f}x" if added[bare] > 0 else "n/a (bare <= direct)"
+        after = (
+            f"{streaming[name] / streaming[bare]:.2f}x"
+            if streaming[bare] > 0
+            else "n/a (bare <= direct)"
+        )
         ratios = [
             f"unpaced total {unpaced}",
+            f"unpaced after the first byte {after}",
             f"CPU per paced chunk {cpu[name] / cpu[bare]:.2f}x",
         ]
         if latency:
