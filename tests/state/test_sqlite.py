@@ -13,14 +13,8 @@ from turngate.errors import StoreUnavailable
 from turngate.graph.codec import digest_bytes
 from turngate.state.machine import DispatchState, Transition
 from turngate.state.memory import MemoryStore
-from turngate.state.sqlite import (
-    ABANDONED_CLAIM,
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    Migration,
-    SQLiteStore,
-    migrate,
-)
+from turngate.state.sqlite import ABANDONED_CLAIM, SQLiteStore
+from turngate.state.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, migrate
 from turngate.state.store import BLOCKING, ClaimConflict, open_store
 
 S, T = DispatchState, Transition

@@ -21,7 +21,8 @@ import pytest
 from tests.state.stores import draft
 from turngate.errors import StoreUnavailable
 from turngate.state.machine import DispatchState, Transition
-from turngate.state.sqlite import SQLiteStore, _transaction
+from turngate.state.sqlite import SQLiteStore
+from turngate.state.sqlite_schema import transaction
 from turngate.state.store import ClaimConflict
 
 S, T = DispatchState, Transition
@@ -172,7 +173,7 @@ async def test_a_write_that_raises_in_a_group_leaves_none_of_its_rows(tmp_path: 
     try:
 
         def half_done(db: sqlite3.Connection) -> None:
-            with _transaction(db, "IMMEDIATE"):
+            with transaction(db, "IMMEDIATE"):
                 db.execute("INSERT INTO logs (kind, at, entry) VALUES ('half', 1, '{}')")
                 raise ValueError("refused after its first row")
 

@@ -18,7 +18,8 @@ from redis.asyncio import Redis
 from tests.state.redis_server import contract_store, redis_url
 from tests.state.stores import BACKENDS, SHARED_BACKENDS, Backend
 from turngate.errors import StoreUnavailable
-from turngate.state.sqlite import SCHEMA_VERSION, SQLiteStore
+from turngate.state.sqlite import SQLiteStore
+from turngate.state.sqlite_schema import SCHEMA_VERSION
 from turngate.state.store import StateStore
 
 HERE = Path(__file__).parent

@@ -20,8 +20,7 @@ moves it to UNKNOWN.
 The next FULL commit on the file makes them durable too (one WAL, fsynced whole).
 docs/performance.md has the measurements.
 
-Stored data carries a schema version (``PRAGMA user_version``), upgraded on open by the
-numbered ``MIGRATIONS`` chain, all steps in one transaction.
+The schema, its migrations and the transaction every write runs in: sqlite_schema.py.
 """
 
 from __future__ import annotations
@@ -29,11 +28,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
@@ -44,6 +40,7 @@ from turngate.state import sqlite_turns as turns
 from turngate.state.conversations import ClientKey, Conversation, StoredResponse
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
+from turngate.state.sqlite_schema import enter_wal, migrate, transaction
 from turngate.state.sqlite_worker import Level, Worker
 from turngate.state.store import (
     BLOCKING,
@@ -62,71 +59,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 ABANDONED_CLAIM = "claim abandoned: its caller was cancelled before anything was sent"
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    purpose: str
-    statements: tuple[str, ...]
-
-
-# Frozen history: never edit a step once released, append the next one. State names are
-# literals here (not derived from BLOCKING) so that a file's schema depends only on its
-# version; a change to BLOCKING needs a new step that rebuilds the index.
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "operations with their stamped manifest, the history of each, one live attempt per slot",
-        (
-            """CREATE TABLE operations (
-                operation_id TEXT PRIMARY KEY,
-                conversation_key TEXT NOT NULL,
-                conversation_revision INTEGER NOT NULL,
-                cancel_generation INTEGER NOT NULL,
-                attempt INTEGER NOT NULL,
-                state TEXT NOT NULL,
-                handle TEXT,
-                manifest TEXT NOT NULL,
-                UNIQUE (conversation_key, conversation_revision, cancel_generation, attempt)
-            )""",
-            # The claim CAS, enforced by the file itself as well as by the code.
-            """CREATE UNIQUE INDEX operations_one_live
-                ON operations (conversation_key, conversation_revision, cancel_generation)
-                WHERE state IN ('DISPATCHING', 'SENT', 'STREAMING', 'UNKNOWN', 'COMMITTED')""",
-            "CREATE INDEX operations_by_state ON operations (state)",
-            """CREATE TABLE history (
-                operation_id TEXT NOT NULL REFERENCES operations (operation_id),
-                seq INTEGER NOT NULL,
-                state TEXT NOT NULL,
-                transition TEXT,
-                at REAL NOT NULL,
-                detail TEXT,
-                PRIMARY KEY (operation_id, seq)
-            ) WITHOUT ROWID""",
-        ),
-    ),
-    Migration(
-        2,
-        "capped logs per kind (shadow diffs, quarantined blocks), newest with the highest id",
-        (
-            # A rowid table: entries run to tens of KB, too large for WITHOUT ROWID pages.
-            """CREATE TABLE logs (
-                id INTEGER PRIMARY KEY,
-                kind TEXT NOT NULL,
-                at REAL NOT NULL,
-                entry TEXT NOT NULL
-            )""",
-            "CREATE INDEX logs_by_kind ON logs (kind, id)",
-        ),
-    ),
-    Migration(
-        3,
-        "conversations: canonical turns and cancel generations, stored responses, client keys",
-        turns.STATEMENTS,
-    ),
-)
-SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
 class SQLiteStore:
@@ -333,7 +265,7 @@ class SQLiteStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(f"cannot open the state file {self.path}: {exc}") from exc
         try:
-            mode = _enter_wal(db, self.busy_timeout)
+            mode = enter_wal(db, self.busy_timeout)
             if mode != "wal":
                 raise StoreUnavailable(
                     f"cannot open the state file {self.path}: its journal stays {mode!r}, "
@@ -356,55 +288,6 @@ class SQLiteStore:
             db.close()
 
 
-def migrate(db: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
-    """Bring the file to the latest schema version, in one transaction; returns it."""
-    latest = migrations[-1].version
-    if _schema_version(db, latest) == latest:
-        return latest  # the usual open: no need to wait for the write lock
-    with _transaction(db, "IMMEDIATE"):
-        # Read again under the lock: another process may have upgraded it meanwhile.
-        version = _schema_version(db, latest)
-        for migration in migrations[version:]:
-            for statement in migration.statements:
-                db.execute(statement)
-            db.execute(f"PRAGMA user_version = {int(migration.version)}")
-    return latest
-
-
-def _schema_version(db: sqlite3.Connection, latest: int) -> int:
-    (version,) = db.execute("PRAGMA user_version").fetchone()
-    if version > latest:
-        raise StoreUnavailable(
-            f"the state file has schema version {version}, newer than this turngate's "
-            f"{latest}: upgrade turngate or use another file"
-        )
-    return int(version)
-
-
-@contextmanager
-def _transaction(db: sqlite3.Connection, mode: Literal["DEFERRED", "IMMEDIATE"]) -> Iterator[None]:
-    if db.in_transaction:
-        # A write committed in a group (sqlite_worker.py): its own savepoint, so raising
-        # undoes this write only.
-        db.execute("SAVEPOINT one_write")
-        try:
-            yield
-        except BaseException:
-            db.execute("ROLLBACK TO one_write")
-            db.execute("RELEASE one_write")
-            raise
-        db.execute("RELEASE one_write")
-        return
-    db.execute(f"BEGIN {mode}")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-
-
 def _can_write(db: sqlite3.Connection) -> bool:
     db.execute("BEGIN IMMEDIATE")
     db.execute("ROLLBACK")
@@ -415,7 +298,7 @@ def _claim(
     db: sqlite3.Connection, draft: DispatchManifest, now: float, client_key: ClientKey | None
 ) -> OperationRecord:
     _synchronous(db, "FULL")
-    with _transaction(db, "IMMEDIATE"):
+    with transaction(db, "IMMEDIATE"):
         if client_key is not None:
             turns.take_client_key(db, client_key, _load, now=now, operation_id=None)
         same_id = _load(db, draft.operation_id)
@@ -462,7 +345,7 @@ def _transition(
     sent: bool = False,
 ) -> OperationRecord:
     _synchronous(db, "NORMAL" if transition in _NO_FSYNC else "FULL")
-    with _transaction(db, "IMMEDIATE"):
+    with transaction(db, "IMMEDIATE"):
         loaded = _load(db, operation_id)
         if loaded is None:
             raise KeyError(operation_id)
@@ -475,7 +358,7 @@ def _transition(
 
 
 def _get(db: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
-    with _transaction(db, "DEFERRED"):
+    with transaction(db, "DEFERRED"):
         return _load(db, operation_id)
 
 
@@ -484,7 +367,7 @@ def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:
     marks = ", ".join("?" * len(in_flight))
     moved = []
     _synchronous(db, "FULL")
-    with _transaction(db, "IMMEDIATE"):
+    with transaction(db, "IMMEDIATE"):
         rows = db.execute(
             f"SELECT operation_id FROM operations WHERE state IN ({marks}) ORDER BY operation_id",
             in_flight,
@@ -499,7 +382,7 @@ def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:
 
 def _append_log(db: sqlite3.Connection, kind: str, entry: str, now: float, keep: int) -> None:
     _synchronous(db, "FULL")
-    with _transaction(db, "IMMEDIATE"):
+    with transaction(db, "IMMEDIATE"):
         db.execute("INSERT INTO logs (kind, at, entry) VALUES (?, ?, ?)", (kind, now, entry))
         # The newest row has the highest id (it is never dropped, so ids only grow).
         db.execute(
@@ -510,7 +393,7 @@ def _append_log(db: sqlite3.Connection, kind: str, entry: str, now: float, keep:
 
 
 def _read_log(db: sqlite3.Connection, kind: str, limit: int) -> list[dict[str, Any]]:
-    with _transaction(db, "DEFERRED"):
+    with transaction(db, "DEFERRED"):
         rows = db.execute(
             "SELECT id, entry FROM logs WHERE kind = ? ORDER BY id DESC LIMIT ?", (kind, limit)
         ).fetchall()
@@ -597,7 +480,7 @@ def _load(db: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
         ) from exc
 
 
-_ACCESS = turns.Access(transaction=_transaction, load=_load, save=_save_move)
+_ACCESS = turns.Access(transaction=transaction, load=_load, save=_save_move)
 
 
 def _state(name: str) -> DispatchState:
@@ -605,21 +488,3 @@ def _state(name: str) -> DispatchState:
         return DispatchState(name)
     except ValueError as exc:
         raise StoreUnavailable(f"the state file holds an unknown state {name!r}") from exc
-
-
-def _enter_wal(db: sqlite3.Connection, patience: float) -> str:
-    """Switch to WAL, waiting out another connection doing the same on a new file.
-
-    Changing the journal mode takes an exclusive lock and SQLite may answer "database is
-    locked" at once, without calling the busy handler, while a second process opens the
-    same new file; so retry until ``patience`` seconds have passed.
-    """
-    deadline = time.monotonic() + patience
-    while True:
-        try:
-            (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
-            return str(mode)
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)
