@@ -45,9 +45,9 @@ from turngate.state.conversations import (
     commit_transition,
     with_turn,
 )
-from turngate.state.machine import DispatchState, Transition
+from turngate.state.machine import Transition
 from turngate.state.manifest import DispatchManifest
-from turngate.state.store import OperationRecord, moved_record
+from turngate.state.store import OperationRecord, moved_record, sent_first
 
 # KEYS: conv. ARGV: data, ttl ms (0: none). The existing data, or the new one once written.
 OPEN_CONVERSATION = """
@@ -171,15 +171,12 @@ class RedisConversations:
         sent: bool = False,
     ) -> OperationRecord:
         client = self._require()
-        if sent:
-            # Two writes here: SEND's script, then the commit's (the commit reads the state).
-            record = await self._load(client, operation_id)
-            if record is not None and record.state is DispatchState.DISPATCHING:
-                await self.transition(operation_id, Transition.SEND, now=now)
         while True:
-            record = await self._load(client, operation_id)
-            if record is None:
+            loaded = await self._load(client, operation_id)
+            if loaded is None:
                 raise KeyError(operation_id)
+            # SEND, when it rides along, is in the same script: the CAS is on ``loaded``.
+            record = sent_first(loaded, sent, now=now)
             moved = moved_record(record, commit_transition(record), now=now, handle=handle)
             key = record.manifest.conversation_id
             version, conversation = (0, None) if key is None else await self._read_conversation(key)
@@ -187,7 +184,7 @@ class RedisConversations:
                 turned = with_turn(conversation, record, digest, now=now)
             except TurnConflict:
                 # Read apart, the two may straddle a racing commit of this same operation.
-                if await self._load(client, operation_id) != record:
+                if await self._load(client, operation_id) != loaded:
                     continue
                 raise
             with self._unavailable("commit"):
@@ -202,8 +199,8 @@ class RedisConversations:
                     ],
                     args=[
                         operation_id,
-                        str(record.state),
-                        len(record.history),
+                        str(loaded.state),
+                        len(loaded.history),
                         str(moved.state),
                         len(moved.history),
                         self._encode_record(moved),
