@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from turngate.adapters.sse import (
     DEFAULT_MAX_FRAME,
@@ -43,6 +43,8 @@ from turngate.graph.events import (
 from turngate.graph.model import AnyBlock, ApiName
 from turngate.graph.schema_check import ToolSchemas
 from turngate.graph.turn import AssistantTurn
+
+T = TypeVar("T")
 
 
 class StreamDecoder(Protocol):
@@ -259,17 +261,7 @@ class StreamRelay:
     ) -> bytes:
         """The client bytes of one read's frames, joined for one write."""
         out: list[bytes] = []
-        decode, events = lane[1].decode, self._events
-        quick = True
-        for frame in frames:
-            try:
-                decoded = decode(frame)
-            except TurngateError as exc:
-                out.append(self._write(self._fail(exc, generation)))
-                quick = False
-                break
-            quick = events(decoded, generation, out) and quick
-        self.quick = quick
+        self.quick = self._decoded(frames, lane[1].decode, generation, out)
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _data_lines(
@@ -282,20 +274,32 @@ class StreamRelay:
         """``_frames`` of a read of several one-line ``data`` frames (``SSEDecoder.data_lines``),
         decoded without the frame list; a read that was only more previewed text is relayed
         as it came, in one piece."""
+
+        def decode(line: bytes) -> list[StreamEvent]:
+            return decode_data(line[6:], line + b"\n\n")
+
         out: list[bytes] = []
-        events = self._events
+        self.quick = self._decoded(lines, decode, generation, out)
+        return data if self.quick else b"".join(out)
+
+    def _decoded(
+        self,
+        items: list[T],
+        decode: Callable[[T], list[StreamEvent]],
+        generation: int | None,
+        out: list[bytes],
+    ) -> bool:
+        """Append the client bytes of each item's events to ``out``, up to a decoder failure
+        (its error event last). True: every item was only more previewed text (``quick``)."""
         quick = True
-        for line in lines:
-            raw = line + b"\n\n"
+        for item in items:
             try:
-                decoded = decode_data(line[6:], raw)
+                decoded = decode(item)
             except TurngateError as exc:
                 out.append(self._write(self._fail(exc, generation)))
-                quick = False
-                break
-            quick = events(decoded, generation, out) and quick
-        self.quick = quick
-        return data if quick else b"".join(out)
+                return False
+            quick = self._events(decoded, generation, out) and quick
+        return quick
 
     def _events(self, events: list[StreamEvent], generation: int | None, out: list[bytes]) -> bool:
         """Append the client bytes of one frame's events to ``out``. True: the frame was only
