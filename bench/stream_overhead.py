@@ -18,7 +18,10 @@ Printed, per stream and proxy:
   what a request costs once before its stream starts (parse, validation, the claim: the
   TTFB column);
 - CPU per chunk in the proxy process (utime + stime from /proc over many streams), with the
-  upstream pacing its chunks (one every 0.5 ms, so each is read on its own, as an LLM's are);
+  upstream pacing its chunks (one every 0.5 ms, so each is read on its own, as an LLM's are):
+  the average (a stream's CPU over its chunks, the request's own work included) and the
+  marginal cost of a chunk (streams of 500 and of 100 chunks alternated: the difference in
+  CPU per stream over the 400 chunks more, so what a request costs once drops out);
 - peak memory: the proxy's RSS growth while 1,000 streams are held open at once, per
   1,000 streams.
 """
@@ -46,6 +49,7 @@ from bench.proxy_latency import LOAD_CORE, PROXY_CORE, free_port, start, wait_re
 CHAT = "/v1/chat/completions"
 _STAMP = re.compile(rb"@(\d+)@")
 CHUNKS = 500
+SHORT = 100
 PACE = 0.0005
 HOLD_STREAMS = 1000
 _ENVELOPE = {
@@ -97,7 +101,7 @@ def request(kind: str) -> bytes:
         "stream": True,
         "messages": [{"role": "user", "content": "go"}],
     }
-    if kind == "tools":
+    if kind.startswith("tools"):
         schema = {"type": "object", "properties": {"notes": {"type": "array"}}}
         body["tools"] = [
             {"type": "function", "function": {"name": "write_notes", "parameters": schema}}
@@ -109,7 +113,12 @@ def request(kind: str) -> bytes:
 
 
 def run_upstream(port: int) -> None:
-    streams = {"bench-text": text_stream(), "bench-tools": tool_stream()}
+    streams = {
+        "bench-text": text_stream(),
+        "bench-tools": tool_stream(),
+        "bench-text-short": text_stream(SHORT),
+        "bench-tools-short": tool_stream(SHORT),
+    }
     release = asyncio.Event()
 
     async def answer(request: web.Request) -> web.StreamResponse:
@@ -254,20 +263,23 @@ async def chunk_latency(targets: list[Target], streams: int) -> dict[str, float]
     return {name: statistics.median(found) for name, found in latencies.items()}
 
 
-async def cpu_per_chunk(targets: list[Target], body: bytes, streams: int) -> dict[str, float]:
-    """Microseconds of each proxy's CPU per upstream chunk: batches of 8 paced streams at a
-    time, the proxies alternating batch by batch."""
-    used = {t.name: 0.0 for t in targets}
+async def cpu_per_stream(
+    targets: list[Target], bodies: list[bytes], streams: int
+) -> dict[str, list[float]]:
+    """Seconds of each proxy's CPU per stream, for each body: batches of 8 paced streams at
+    a time, the proxies and the bodies alternating batch by batch."""
+    used = {t.name: [0.0] * len(bodies) for t in targets}
     batches = max(1, streams // 8)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         for batch in range(batches + 1):
-            for target in targets:
-                assert target.pid is not None
-                before = cpu_seconds(target.pid)
-                await asyncio.gather(*(one_stream(session, target.url, body) for _ in range(8)))
-                if batch:  # the first batch warms up
-                    used[target.name] += cpu_seconds(target.pid) - before
-    return {name: seconds / (batches * 8 * CHUNKS) * 1e6 for name, seconds in used.items()}
+            for at, body in enumerate(bodies):
+                for target in targets:
+                    assert target.pid is not None
+                    before = cpu_seconds(target.pid)
+                    await asyncio.gather(*(one_stream(session, target.url, body) for _ in range(8)))
+                    if batch:  # the first batch warms up
+                        used[target.name][at] += cpu_seconds(target.pid) - before
+    return {name: [s / (batches * 8) for s in seconds] for name, seconds in used.items()}
 
 
 async def held_memory(url: str, upstream: str, pid: int, streams: int) -> float:
@@ -368,11 +380,17 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
     body = request(kind)
     results = await timings(targets, body, runs)
     paced = request(kind).replace(f'"bench-{kind}"'.encode(), f'"bench-{kind}-paced"'.encode())
-    cpu = await cpu_per_chunk([t for t in targets if t.pid is not None], paced, streams)
+    short = paced.replace(f'"bench-{kind}-paced"'.encode(), f'"bench-{kind}-short-paced"'.encode())
+    proxies = [t for t in targets if t.pid is not None]
+    per_stream = await cpu_per_stream(proxies, [paced, short], streams)
+    cpu = {name: whole * 1e6 / CHUNKS for name, (whole, _) in per_stream.items()}
+    marginal = {
+        name: (whole - few) * 1e6 / (CHUNKS - SHORT) for name, (whole, few) in per_stream.items()
+    }
     latency = await chunk_latency(targets, max(2, streams // 8)) if kind == "text" else {}
     print(f"\n{kind}: {CHUNKS} chunks")
     header = f"{'':<20}{'TTFB ms':>9}{'total ms':>10}{'added us/chunk':>16}{'after TTFB':>11}"
-    header += f"{'CPU us/chunk':>14}"
+    header += f"{'CPU us/chunk':>14}{'marginal':>10}"
     print(header + (f"{'chunk latency us':>18}" if latency else ""))
     direct = results["direct"]
     added = {name: (r.total_ms - direct.total_ms) * 1000 / CHUNKS for name, r in results.items()}
@@ -383,7 +401,7 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
     for name, r in results.items():
         line = f"{name:<20}{r.ttfb_ms:9.2f}{r.total_ms:10.2f}{added[name]:16.1f}"
         line += f"{streaming[name]:11.1f}"
-        line += f"{cpu[name]:14.1f}" if name in cpu else f"{'':>14}"
+        line += f"{cpu[name]:14.1f}{marginal[name]:10.1f}" if name in cpu else f"{'':>24}"
         line += f"{latency[name]:18.0f}" if latency else ""
         print(line)
     bare = "bare pass-through"
@@ -399,6 +417,7 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
             f"unpaced total {unpaced}",
             f"unpaced after the first byte {after}",
             f"CPU per paced chunk {cpu[name] / cpu[bare]:.2f}x",
+            f"marginal CPU per paced chunk {marginal[name] / marginal[bare]:.2f}x",
         ]
         if latency:
             mine, theirs = latency[name] - latency["direct"], latency[bare] - latency["direct"]
