@@ -174,13 +174,19 @@ def test_a_deeply_nested_text_chunk_is_relayed_as_it_came() -> None:
     assert relay.failed
 
 
+def _primed(before: bytes) -> tuple[SSEDecoder, SSEDecoder]:
+    """Two decoders in the same state: a first frame read, then ``before``."""
+    decoders = SSEDecoder(), SSEDecoder()
+    for sse in decoders:
+        sse.feed(b"data: first\n\n" + before)
+    return decoders
+
+
 @given(st.binary(max_size=40), st.sampled_from([b"", b"data: x\n\n", b"data: {}\n"]))
 def test_single_is_feed_of_exactly_one_frame(tail: bytes, before: bytes) -> None:
     """``single`` answers only for a read ``feed`` would return as one frame, with its data."""
     for data in (b"data: " + tail + b"\n\n", tail, b"data: " + tail):
-        decoder, reference = SSEDecoder(), SSEDecoder()
-        for sse in (decoder, reference):
-            sse.feed(b"data: first\n\n" + before)
+        decoder, reference = _primed(before)
         payload = decoder.single(data)
         frames = reference.feed(data)
         if payload is not None:
@@ -207,9 +213,7 @@ def test_data_lines_is_feed_of_several_one_line_frames(
     """``data_lines`` answers only for a read ``feed`` would return as two or more frames of
     one ``data`` line each, and gives their lines; ``feed`` after it returns the same."""
     data = b"".join(b"data: " + tail + b"\n\n" for tail in tails) + after
-    decoder, reference = SSEDecoder(), SSEDecoder()
-    for sse in (decoder, reference):
-        sse.feed(b"data: first\n\n" + before)
+    decoder, reference = _primed(before)
     lines = decoder.data_lines(data)
     frames = reference.feed(data)
     if lines is not None:
