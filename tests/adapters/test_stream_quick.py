@@ -1,8 +1,8 @@
 """The relay's quick path for more text of a previewed block gives what the general path gives.
 
 ``StreamRelay`` reads a frame that is only more text of a block already previewed without
-building outputs (``StreamAssembler.preview_text``), and a read that is exactly one
-``data:`` frame, or several one-line ``data:`` frames, without the frame list
+building outputs (``StreamAssembler.preview_text``, ``preview_more``), and a read that is
+exactly one ``data:`` frame, or several one-line ``data:`` frames, without the frame list
 (``SSEDecoder.single``, ``SSEDecoder.data_lines``). With that path switched off
 every event goes through ``StreamAssembler.feed`` and the encoder: the client bytes, the
 outcome and the quarantine must be the same, whatever the reads and whatever the faults.
@@ -42,10 +42,11 @@ def _relay(
     with monkeypatch.context() as patch:
         if not quick:
 
-            def never(self: StreamAssembler, event: TextDelta) -> bool:
+            def never(self: StreamAssembler, index: int, text: str, seq: int) -> bool:
                 return False
 
-            patch.setattr(StreamAssembler, "preview_text", never)
+            # ``preview_text`` and the relay's fused text path both go through it.
+            patch.setattr(StreamAssembler, "preview_more", never)
         relay = StreamRelay(api)  # type: ignore[arg-type]
         out = b"".join(relay.feed(read) for read in reads)
         tail, outcome = relay.finish()

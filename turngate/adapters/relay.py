@@ -168,14 +168,26 @@ class StreamRelay:
             if decode_data is not None and payload is not None:
                 # One frame of one ``data`` line, the paced chunk of a data-only stream:
                 # decoded without the frame list.
-                try:
-                    events: list[StreamEvent] = decode_data(payload, data)
-                except TurngateError as exc:
-                    self.quick = False
-                    return self._write(self._fail(exc, generation))
-                if len(events) == 1 and self._previewed(events[0]):
-                    self.quick = True
-                    return events[0].raw or b""
+                quick_text = getattr(lane[1], "quick_text", None)
+                taken = None if quick_text is None else quick_text(payload)
+                events: list[StreamEvent]
+                if taken is not None:
+                    # More text in the envelope of the chunk before: no event built when
+                    # the assembler takes it as more of a previewed block.
+                    index, text, seq = taken
+                    if not self._numbered and self.assembler.preview_more(index, text, seq):
+                        self.quick = True
+                        return data
+                    events = [TextDelta(index, text, seq, data)]
+                else:
+                    try:
+                        events = decode_data(payload, data)
+                    except TurngateError as exc:
+                        self.quick = False
+                        return self._write(self._fail(exc, generation))
+                    if len(events) == 1 and self._previewed(events[0]):
+                        self.quick = True
+                        return events[0].raw or b""
                 out: list[bytes] = []
                 self.quick = self._events(events, generation, out)
                 return out[0] if len(out) == 1 else b"".join(out)

@@ -213,24 +213,23 @@ class StreamAssembler:
         text of a text or refusal block already previewed, new by its sequence, while
         streaming. True: taken, and to be relayed as its block's next ``Preview`` (never
         the first). False: nothing was done; ``feed`` decides."""
-        block = self._blocks.get(event.index)
-        if (
-            self.state is not A.STREAMING
-            or block is None
-            or block.stopped
-            or not block.previewed
-            or event.seq is None
-        ):
+        seq = event.seq
+        return seq is not None and self.preview_more(event.index, event.text, seq)
+
+    def preview_more(self, index: int, text: str, seq: int) -> bool:
+        """``preview_text`` of a delta given by its fields (no event built)."""
+        block = self._blocks.get(index)
+        if self.state is not A.STREAMING or block is None or block.stopped or not block.previewed:
             return False
         kind = block.start.kind
         if kind not in ("text", "refusal"):
             return False
-        high = self._hwm.get(event.index)
-        if high is not None and event.seq <= high:
+        high = self._hwm.get(index)
+        if high is not None and seq <= high:
             return False
-        self._hwm[event.index] = event.seq
+        self._hwm[index] = seq
         parts = block.parts
-        parts.append(event.text)
+        parts.append(text)
         if len(parts) >= block.joined + _JOIN_EVERY:
             parts[block.joined :] = ["".join(parts[block.joined :])]
             block.joined += 1

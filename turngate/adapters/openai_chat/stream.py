@@ -72,17 +72,28 @@ class ChatStreamDecoder:
             return []
         return self.decode_data(frame.data, frame.raw)
 
+    def quick_text(self, data: bytes) -> tuple[int, str, int] | None:
+        """A frame's ``data`` that fits the template of the text chunk before it (another
+        text, nothing else changed), as the (block index, text, sequence number) of the
+        ``TextDelta`` that ``decode_data`` gives for it; the number is taken. None: not
+        such a chunk, nothing taken."""
+        template, index = self._template, self._text
+        if template is None or index is None:
+            return None
+        text = template.text_of(data)
+        if not text:
+            return None
+        seq = self._counts[index]
+        self._counts[index] = seq + 1
+        return index, text, seq
+
     def decode_data(self, data: bytes, whole: bytes) -> list[StreamEvent]:
         """``decode`` of a whole frame given as its ``data`` and its bytes (the relay reads
         a one-line frame without building the ``SSEFrame``)."""
-        template, index = self._template, self._text
-        if template is not None and index is not None:
-            text = template.text_of(data)
-            if text:
-                # The text chunk before it with another text: what ``_one_delta`` gives.
-                seq = self._counts[index]
-                self._counts[index] = seq + 1
-                return [TextDelta(index, text, seq, whole)]
+        taken = self.quick_text(data)
+        if taken is not None:
+            index, text, seq = taken
+            return [TextDelta(index, text, seq, whole)]
         if data == _DONE:
             return [StreamDone(raw=whole)]
         chunk = frame_object(data)

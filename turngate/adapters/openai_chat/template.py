@@ -46,14 +46,19 @@ class ChunkTemplate:
             return None
         start, end = len(prefix), len(data) - len(suffix)
         middle = self.middle
-        if middle is None:
-            hole = data[start:end]
-        else:
-            at = data.find(middle, start, end)
-            if at < 0 or _string(data[at + len(middle) : end]) is None:
-                return None
-            hole = data[start:at]
-        return _string(hole)
+        try:
+            if middle is None:
+                text = orjson.loads(b'"' + data[start:end] + b'"')
+            else:
+                at = data.find(middle, start, end)
+                if at < 0:
+                    return None
+                orjson.loads(b'"' + data[at + len(middle) : end] + b'"')
+                text = orjson.loads(b'"' + data[start:at] + b'"')
+        except orjson.JSONDecodeError:
+            return None
+        # ``"`` + body + ``"`` that parses is a string: the hole was one string body.
+        return text if type(text) is str else None
 
     def filled(self, text: str, obfuscation: str) -> bytes:
         """The template with ``text`` (and ``obfuscation``) in its holes."""
@@ -101,11 +106,3 @@ def _hole(data: bytes, key: bytes, value: str, after: int) -> tuple[int, int]:
     if data[start:end] != body or data[end : end + 1] != b'"':
         return -1, -1
     return start, end
-
-
-def _string(body: bytes) -> str | None:
-    try:
-        value = orjson.loads(b'"' + body + b'"')
-    except orjson.JSONDecodeError:
-        return None
-    return value if type(value) is str else None
