@@ -37,7 +37,13 @@ from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import ApiName, MessageSequence
 from turngate.graph.schema_check import ToolSchemas
 from turngate.graph.turn import AssistantTurn
-from turngate.proxy.upstream import abort, inbound_headers, outbound_headers
+from turngate.proxy.upstream import (
+    RELAYING,
+    IdleWatch,
+    abort,
+    inbound_headers,
+    outbound_headers,
+)
 from turngate.state.machine import Transition
 
 log = logging.getLogger("turngate.proxy")
@@ -52,8 +58,6 @@ PIECE = 16 * 1024
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 RETRIED = "retried: the upstream closed the stream before its first byte"
 NO_BYTE = "the upstream closed the stream before its first byte"
-# ``_IdleWatch.waiting_since`` while a chunk is being relayed.
-RELAYING = float("inf")
 # What a committed stream's upstream gets to end its body after the terminator, so that its
 # connection goes back to the pool (a new one costs the provider's TLS handshake).
 DRAIN_SECONDS = 0.25
@@ -239,7 +243,7 @@ class StreamSession:
     async def _pump(self, owner: StreamOwner, upstream: aiohttp.ClientResponse) -> tuple[Stop, int]:
         received = 0
         relay, previews = self.relay, self._previews
-        watch = _IdleWatch.take_over(upstream)
+        watch = IdleWatch.take_over(upstream)
         try:
             async for chunk in upstream.content.iter_any():
                 if watch is not None:
@@ -477,53 +481,6 @@ async def _finish_body(upstream: aiohttp.ClientResponse) -> None:
                 left -= len(chunk)
     except TRANSPORT_ERRORS:
         return
-
-
-class _IdleWatch:
-    """The upstream's idle timeout (``--upstream-read-timeout``) for a stream being relayed.
-
-    aiohttp re-arms its ``sock_read`` timer on every socket read: a timer created and one
-    cancelled per chunk. This watch takes it over with one timer per timeout period: the relay
-    notes when it starts waiting for the next chunk (the wait for the client to take a write
-    is not the upstream's idleness), and the timer, when it fires, checks that note.
-    """
-
-    def __init__(
-        self, upstream: aiohttp.ClientResponse, timeout: float, loop: asyncio.AbstractEventLoop
-    ) -> None:
-        self.loop = loop
-        self.waiting_since = loop.time()
-        self._upstream = upstream
-        self._timeout = timeout
-        self._timer = loop.call_at(self.waiting_since + timeout, self._check)
-
-    @classmethod
-    def take_over(cls, upstream: aiohttp.ClientResponse) -> _IdleWatch | None:
-        connection = upstream.connection
-        protocol = connection.protocol if connection is not None else None
-        timeout = getattr(protocol, "read_timeout", None)
-        if protocol is None or not isinstance(timeout, (int, float)) or timeout <= 0:
-            return None
-        # aiohttp drops its own timer at the next socket read.
-        protocol.read_timeout = None
-        return cls(upstream, float(timeout), asyncio.get_running_loop())
-
-    def _check(self) -> None:
-        if self.waiting_since == RELAYING:
-            # Writing to the client: the upstream waits on us, not we on it.
-            self._timer = self.loop.call_later(self._timeout, self._check)
-            return
-        due = self.waiting_since + self._timeout
-        if self.loop.time() < due:
-            self._timer = self.loop.call_at(due, self._check)
-            return
-        self._upstream.content.set_exception(
-            aiohttp.ServerTimeoutError("Timeout on reading data from socket")
-        )
-        self._upstream.close()
-
-    def stop(self) -> None:
-        self._timer.cancel()
 
 
 def _arrived(upstream: aiohttp.ClientResponse, read: int) -> int:

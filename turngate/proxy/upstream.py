@@ -188,20 +188,79 @@ class _IdleBody:
         )
 
 
+# ``IdleWatch.waiting_since`` while a chunk is being relayed.
+RELAYING = float("inf")
+
+
+class IdleWatch:
+    """The upstream's idle timeout (``--upstream-read-timeout``) for a body being relayed.
+
+    aiohttp re-arms its ``sock_read`` timer on every socket read: a timer created and one
+    cancelled per chunk. This watch takes it over with one timer per timeout period: the relay
+    notes when it starts waiting for the next chunk (the wait for the client to take a write
+    is not the upstream's idleness), and the timer, when it fires, checks that note.
+    """
+
+    def __init__(
+        self, upstream: aiohttp.ClientResponse, timeout: float, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.loop = loop
+        self.waiting_since = loop.time()
+        self._upstream = upstream
+        self._timeout = timeout
+        self._timer = loop.call_at(self.waiting_since + timeout, self._check)
+
+    @classmethod
+    def take_over(cls, upstream: aiohttp.ClientResponse) -> IdleWatch | None:
+        connection = upstream.connection
+        protocol = connection.protocol if connection is not None else None
+        timeout = getattr(protocol, "read_timeout", None)
+        if protocol is None or not isinstance(timeout, (int, float)) or timeout <= 0:
+            return None
+        # aiohttp drops its own timer at the next socket read.
+        protocol.read_timeout = None
+        return cls(upstream, float(timeout), asyncio.get_running_loop())
+
+    def _check(self) -> None:
+        if self.waiting_since == RELAYING:
+            # Writing to the client: the upstream waits on us, not we on it.
+            self._timer = self.loop.call_later(self._timeout, self._check)
+            return
+        due = self.waiting_since + self._timeout
+        if self.loop.time() < due:
+            self._timer = self.loop.call_at(due, self._check)
+            return
+        self._upstream.content.set_exception(
+            aiohttp.ServerTimeoutError("Timeout on reading data from socket")
+        )
+        self._upstream.close()
+
+    def stop(self) -> None:
+        self._timer.cancel()
+
+
 async def _relay_response(
     request: web.Request, upstream: aiohttp.ClientResponse
 ) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     response.headers.extend(inbound_headers(upstream.headers))
     await response.prepare(request)
+    watch = IdleWatch.take_over(upstream)
     try:
         async for chunk in upstream.content.iter_any():
+            if watch is not None:
+                watch.waiting_since = RELAYING
             await response.write(chunk)
+            if watch is not None:
+                watch.waiting_since = watch.loop.time()
     except (TimeoutError, aiohttp.ClientError):
         # Cut the client off instead of ending the body cleanly: a truncated body must
         # not look complete.
         abort(request)
         return response
+    finally:
+        if watch is not None:
+            watch.stop()
     await response.write_eof()
     return response
 
