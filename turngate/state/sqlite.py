@@ -351,9 +351,7 @@ def _transition(
             raise KeyError(operation_id)
         record = sent_first(loaded, sent, now=now)
         moved = moved_record(record, transition, now=now, handle=handle, detail=detail)
-        if record is not loaded:
-            _save_move(db, loaded, record)
-        _save_move(db, record, moved)
+        _save_move(db, loaded, moved)
     return moved
 
 
@@ -420,13 +418,16 @@ def _insert(db: sqlite3.Connection, record: OperationRecord) -> None:
 
 
 def _save_move(db: sqlite3.Connection, before: OperationRecord, after: OperationRecord) -> None:
+    """``after`` over ``before`` as read: its state and handle, and every step of history it
+    added (one, or a SEND that rode along and the transition after it)."""
     updated = db.execute(
         "UPDATE operations SET state = ?, handle = ? WHERE operation_id = ? AND state = ?",
         (str(after.state), after.handle, after.operation_id, str(before.state)),
     ).rowcount
     # Cannot fail while this transaction holds the write lock; a guard, not a code path.
     assert updated == 1, f"operation {after.operation_id} moved under the write lock"
-    _insert_change(db, after.operation_id, len(before.history), after.history[-1])
+    for seq in range(len(before.history), len(after.history)):
+        _insert_change(db, after.operation_id, seq, after.history[seq])
 
 
 def _insert_change(

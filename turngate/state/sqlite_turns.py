@@ -235,9 +235,7 @@ def commit_turn(
         key = record.manifest.conversation_id
         conversation = None if key is None else read_conversation(db, key)
         turned = with_turn(conversation, record, digest, now=now)
-        if record is not loaded:
-            access.save(db, loaded, record)
-        access.save(db, record, moved)
+        access.save(db, loaded, moved)
         if turned is not None:
             write_conversation(db, turned)
         if response is not None:
