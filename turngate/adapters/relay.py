@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from turngate.adapters.sse import (
     DEFAULT_MAX_FRAME,
@@ -58,6 +58,17 @@ class StreamDecoder(Protocol):
     def build_block(
         self, start: BlockStart, stop: BlockStop, block_id: str, order: int
     ) -> AnyBlock | None: ...
+
+
+class DataStreamDecoder(StreamDecoder, Protocol):
+    """A decoder of a data-only stream (Chat): a frame is read from its ``data`` and bytes
+    alone, and more text in the envelope of the chunk before is read from its text."""
+
+    def quick_text(self, data: bytes) -> tuple[int, str, int] | None: ...
+
+    def decode_data(self, data: bytes, whole: bytes) -> list[StreamEvent]: ...
+
+    def parse_data(self, data: bytes, whole: bytes) -> list[StreamEvent]: ...
 
 
 _STREAM_MODULES: dict[str, tuple[str, str, str]] = {
@@ -115,6 +126,8 @@ class StreamRelay:
     ) -> None:
         self.api = api
         self._decoder_class, encoder_class = stream_codec(api)
+        # Every lane's decoder is of this one class: read one-line frames without the list.
+        self._data_only = hasattr(self._decoder_class, "decode_data")
         self._limits = (max_line, max_frame)
         self._lanes: dict[int, tuple[SSEDecoder, StreamDecoder]] = {}
         self.generation = generation
@@ -163,37 +176,14 @@ class StreamRelay:
     def feed(self, data: bytes, *, generation: int | None = None) -> bytes:
         if generation is None or generation == self.generation:
             lane = self._live
-            decode_data = getattr(lane[1], "decode_data", None)
-            payload = None if decode_data is None else lane[0].single(data)
-            if decode_data is not None and payload is not None:
-                # One frame of one ``data`` line, the paced chunk of a data-only stream:
-                # decoded without the frame list.
-                quick_text = getattr(lane[1], "quick_text", None)
-                taken = None if quick_text is None else quick_text(payload)
-                events: list[StreamEvent]
-                if taken is not None:
-                    # More text in the envelope of the chunk before: no event built when
-                    # the assembler takes it as more of a previewed block.
-                    index, text, seq = taken
-                    if not self._numbered and self.assembler.preview_more(index, text, seq):
-                        self.quick = True
-                        return data
-                    events = [TextDelta(index, text, seq, data)]
-                else:
-                    try:
-                        events = decode_data(payload, data)
-                    except TurngateError as exc:
-                        self.quick = False
-                        return self._write(self._fail(exc, generation))
-                    if len(events) == 1 and self._previewed(events[0]):
-                        self.quick = True
-                        return events[0].raw or b""
-                out: list[bytes] = []
-                self.quick = self._events(events, generation, out)
-                return out[0] if len(out) == 1 else b"".join(out)
-            lines = None if decode_data is None else lane[0].data_lines(data)
-            if decode_data is not None and lines is not None:
-                return self._data_lines(lines, data, decode_data, generation)
+            if self._data_only:
+                decoder = cast(DataStreamDecoder, lane[1])
+                payload = lane[0].single(data)
+                if payload is not None:
+                    return self._one_frame(decoder, payload, data, generation)
+                lines = lane[0].data_lines(data)
+                if lines is not None:
+                    return self._data_lines(lines, data, decoder.decode_data, generation)
         else:
             lane = self._lane(generation)
         try:
@@ -276,6 +266,30 @@ class StreamRelay:
         self.quick = self._decoded(frames, lane[1].decode, generation, out)
         return out[0] if len(out) == 1 else b"".join(out)
 
+    def _one_frame(
+        self, decoder: DataStreamDecoder, payload: bytes, data: bytes, generation: int | None
+    ) -> bytes:
+        """One frame of one ``data`` line, the paced chunk of a data-only stream: decoded
+        without the frame list; more text in the envelope of the chunk before goes to the
+        assembler without an event when it is more of a previewed block."""
+        taken = decoder.quick_text(payload)
+        out: list[bytes] = []
+        if taken is not None:
+            index, text, seq = taken
+            if not self._numbered and self.assembler.preview_more(index, text, seq):
+                self.quick = True
+                return data
+            self.quick = False
+            self._feed_events([TextDelta(index, text, seq, data)], generation, out)
+        else:
+            try:
+                events = decoder.parse_data(payload, data)
+            except TurngateError as exc:
+                self.quick = False
+                return self._write(self._fail(exc, generation))
+            self.quick = self._events(events, generation, out)
+        return out[0] if len(out) == 1 else b"".join(out)
+
     def _data_lines(
         self,
         lines: list[bytes],
@@ -322,6 +336,15 @@ class StreamRelay:
             assert raw is not None
             out.append(raw)
             return True
+        self._feed_events(events, generation, out)
+        return False
+
+    def _feed_events(
+        self, events: list[StreamEvent], generation: int | None, out: list[bytes]
+    ) -> None:
+        """Append the client bytes of ``events``, each through the assembler's ``feed`` and
+        the encoder."""
+        active = generation is None or generation == self.generation
         feed, write = self.assembler.feed, self._write
         for event in events:
             outputs = feed(event, generation=generation)
@@ -330,7 +353,6 @@ class StreamRelay:
             seq = event.seq
             if active and seq is not None and (self._numbered or type(event) is ResponseStart):
                 self._count(event, seq)
-        return False
 
     def _previewed(self, event: StreamEvent) -> bool:
         """An event of the active generation taken as more text of a block already previewed

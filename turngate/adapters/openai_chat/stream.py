@@ -94,6 +94,10 @@ class ChatStreamDecoder:
         if taken is not None:
             index, text, seq = taken
             return [TextDelta(index, text, seq, whole)]
+        return self.parse_data(data, whole)
+
+    def parse_data(self, data: bytes, whole: bytes) -> list[StreamEvent]:
+        """``decode_data`` of a frame that ``quick_text`` did not take: read in full."""
         if data == _DONE:
             return [StreamDone(raw=whole)]
         chunk = frame_object(data)
