@@ -483,7 +483,4 @@ class Attempt:
             detail=detail,
             sent=sent,
         )
-        history = record.history
-        if sent and len(history) >= 2 and history[-2].transition is Transition.SEND:
-            self.observer.moved(Transition.SEND, history[-2].state, None)
-        self.observer.moved(transition, record.state, detail)
+        self.observer.recorded(record, sent=sent)

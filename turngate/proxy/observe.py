@@ -32,7 +32,7 @@ from turngate.graph.assembler import StreamFailed
 from turngate.graph.events import HELD_KINDS
 from turngate.graph.model import ApiName
 from turngate.graph.turn import AssistantTurn
-from turngate.state.machine import DispatchState
+from turngate.state.machine import DispatchState, Transition
 from turngate.state.store import OperationRecord
 from turngate.telemetry.config import TelemetryConfig
 from turngate.telemetry.logs import DispatchLine, log_dispatch
@@ -280,6 +280,14 @@ class DispatchObserver:
             attempt=record.manifest.attempt,
         )
         self.moved("claim", record.state, None)
+
+    def recorded(self, record: OperationRecord, *, sent: bool = False) -> None:
+        """The transition ``record`` ends with, after the SEND it carried when ``sent``."""
+        history = record.history
+        if sent and len(history) >= 2 and history[-2].transition is Transition.SEND:
+            self.moved(str(Transition.SEND), history[-2].state, None)
+        last = history[-1]
+        self.moved(str(last.transition), record.state, last.detail)
 
     def moved(self, transition: str, state: DispatchState, detail: str | None) -> None:
         self.state = str(state)

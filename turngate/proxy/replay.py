@@ -220,12 +220,8 @@ def _observed(owner: Committer, record: OperationRecord, *, sent: bool = False) 
     """Tell the attempt's telemetry observer (when it has one) about the commit, and the SEND
     written with it."""
     observer = getattr(owner, "observer", None)
-    if observer is None:
-        return
-    history = record.history
-    if sent and len(history) >= 2 and history[-2].transition is Transition.SEND:
-        observer.moved(str(Transition.SEND), history[-2].state, None)
-    observer.moved(str(history[-1].transition), record.state, None)
+    if observer is not None:
+        observer.recorded(record, sent=sent)
 
 
 # --- streams --------------------------------------------------------------------------------
