@@ -122,7 +122,7 @@ class SSEDecoder:
         payload = self.single(data)
         if payload is not None:
             return [SSEFrame(payload, None, None, None, data)]
-        if self._plain and b"\r" in data:
+        if self._plain and data.find(b"\r") >= 0:
             self._to_lines()
         buf = self._buf
         if self._started and self._plain and not buf:
@@ -164,7 +164,9 @@ class SSEDecoder:
             and data.startswith(b"data: ")
             and data.find(b"\n") == last
             and data[-1] == _LF
-            and b"\r" not in data
+            # ``find``, not ``in``: bytes' ``in`` tries its operand as an int first and
+            # raises and clears a TypeError on every call.
+            and data.find(b"\r") < 0
             and last <= self.max_line
             and last + 2 <= self.max_frame
         ):
@@ -176,7 +178,7 @@ class SSEDecoder:
         two or more whole frames of one ``data:`` line each, read at a frame boundary (paced
         chunks that queued up while the proxy was busy): ``feed`` would return those frames
         and change no state. None: anything else, for ``feed``."""
-        if not (self._plain and self._started and not self._buf) or b"\r" in data:
+        if not (self._plain and self._started and not self._buf) or data.find(b"\r") >= 0:
             return None
         lines = data.split(b"\n\n")
         if len(lines) < 3 or lines.pop():
@@ -185,7 +187,7 @@ class SSEDecoder:
         for line in lines:
             if (
                 not line.startswith(b"data: ")
-                or b"\n" in line
+                or line.find(b"\n") >= 0
                 or len(line) > max_line
                 or len(line) > max_frame
             ):

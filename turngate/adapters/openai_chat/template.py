@@ -44,17 +44,19 @@ class ChunkTemplate:
         prefix, suffix = self.prefix, self.suffix
         if not (data.startswith(prefix) and data.endswith(suffix)):
             return None
-        start, end = len(prefix), len(data) - len(suffix)
+        # Each hole is parsed with the quotes around it: the prefix and the middle end
+        # with ``"`` and the middle and the suffix begin with one.
+        start, end = len(prefix) - 1, len(data) - len(suffix) + 1
         middle = self.middle
         try:
             if middle is None:
-                text = orjson.loads(b'"' + data[start:end] + b'"')
+                text = orjson.loads(data[start:end])
             else:
-                at = data.find(middle, start, end)
+                at = data.find(middle, start + 1, end - 1)
                 if at < 0:
                     return None
-                orjson.loads(b'"' + data[at + len(middle) : end] + b'"')
-                text = orjson.loads(b'"' + data[start:at] + b'"')
+                orjson.loads(data[at + len(middle) - 1 : end])
+                text = orjson.loads(data[start : at + 1])
         except orjson.JSONDecodeError:
             return None
         # ``"`` + body + ``"`` that parses is a string: the hole was one string body.
