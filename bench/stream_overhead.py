@@ -21,7 +21,10 @@ Printed, per stream and proxy:
   upstream pacing its chunks (one every 0.5 ms, so each is read on its own, as an LLM's are):
   the average (a stream's CPU over its chunks, the request's own work included) and the
   marginal cost of a chunk (streams of 500 and of 100 chunks alternated: the difference in
-  CPU per stream over the 400 chunks more, so what a request costs once drops out);
+  CPU per stream over the 400 chunks more, so what a request costs once drops out). Each
+  is taken round by round (a batch of 8 streams per proxy and body, the proxies in turn)
+  and the ratios to the bare pass-through are the median of the rounds' ratios, with their
+  quartiles beside: on a shared machine one round can stray by a fifth either way;
 - peak memory: the proxy's RSS growth while 1,000 streams are held open at once, per
   1,000 streams.
 """
@@ -265,21 +268,33 @@ async def chunk_latency(targets: list[Target], streams: int) -> dict[str, float]
 
 async def cpu_per_stream(
     targets: list[Target], bodies: list[bytes], streams: int
-) -> dict[str, list[float]]:
-    """Seconds of each proxy's CPU per stream, for each body: batches of 8 paced streams at
-    a time, the proxies and the bodies alternating batch by batch."""
-    used = {t.name: [0.0] * len(bodies) for t in targets}
+) -> dict[str, list[list[float]]]:
+    """Seconds of each proxy's CPU per stream, for each body, batch by batch: batches of 8
+    paced streams at a time, the proxies and the bodies alternating batch by batch (so a
+    batch's figures are comparable with the other proxies' of the same round)."""
+    used: dict[str, list[list[float]]] = {t.name: [] for t in targets}
     batches = max(1, streams // 8)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         for batch in range(batches + 1):
+            if batch:  # the first batch warms up
+                for target in targets:
+                    used[target.name].append([0.0] * len(bodies))
             for at, body in enumerate(bodies):
                 for target in targets:
                     assert target.pid is not None
                     before = cpu_seconds(target.pid)
                     await asyncio.gather(*(one_stream(session, target.url, body) for _ in range(8)))
-                    if batch:  # the first batch warms up
-                        used[target.name][at] += cpu_seconds(target.pid) - before
-    return {name: [s / (batches * 8) for s in seconds] for name, seconds in used.items()}
+                    if batch:
+                        used[target.name][-1][at] = (cpu_seconds(target.pid) - before) / 8
+    return used
+
+
+def spread(values: list[float]) -> str:
+    """The median of per-round values, with their quartiles: how far one round strays."""
+    if len(values) < 4:
+        return f"{statistics.median(values):.2f}x"
+    low, mid, high = statistics.quantiles(values, n=4)
+    return f"{mid:.2f}x [{low:.2f}-{high:.2f}]"
 
 
 async def held_memory(url: str, upstream: str, pid: int, streams: int) -> float:
@@ -359,7 +374,7 @@ async def run(quick: bool) -> None:
                 processes[3].pid,
             ),
         ]
-        runs, streams, held = (20, 16, 200) if quick else (60, 48, HOLD_STREAMS)
+        runs, streams, held = (20, 32, 200) if quick else (60, 96, HOLD_STREAMS)
         print(f"cores: proxies on {PROXY_CORE}, upstream + load on {LOAD_CORE}; {CHUNKS} chunks")
         for kind in ("text", "tools"):
             await report_kind(kind, targets, runs, streams)
@@ -382,11 +397,15 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
     paced = request(kind).replace(f'"bench-{kind}"'.encode(), f'"bench-{kind}-paced"'.encode())
     short = paced.replace(f'"bench-{kind}-paced"'.encode(), f'"bench-{kind}-short-paced"'.encode())
     proxies = [t for t in targets if t.pid is not None]
-    per_stream = await cpu_per_stream(proxies, [paced, short], streams)
-    cpu = {name: whole * 1e6 / CHUNKS for name, (whole, _) in per_stream.items()}
-    marginal = {
-        name: (whole - few) * 1e6 / (CHUNKS - SHORT) for name, (whole, few) in per_stream.items()
+    per_batch = await cpu_per_stream(proxies, [paced, short], streams)
+    # Per round: a stream's CPU over its chunks, and the CPU of the 400 chunks more.
+    cpu_rounds = {n: [whole * 1e6 / CHUNKS for whole, _ in b] for n, b in per_batch.items()}
+    marginal_rounds = {
+        n: [(whole - few) * 1e6 / (CHUNKS - SHORT) for whole, few in b]
+        for n, b in per_batch.items()
     }
+    cpu = {name: statistics.median(found) for name, found in cpu_rounds.items()}
+    marginal = {name: statistics.median(found) for name, found in marginal_rounds.items()}
     latency = await chunk_latency(targets, max(2, streams // 8)) if kind == "text" else {}
     print(f"\n{kind}: {CHUNKS} chunks")
     header = f"{'':<20}{'TTFB ms':>9}{'total ms':>10}{'added us/chunk':>16}{'after TTFB':>11}"
@@ -416,13 +435,18 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
         ratios = [
             f"unpaced total {unpaced}",
             f"unpaced after the first byte {after}",
-            f"CPU per paced chunk {cpu[name] / cpu[bare]:.2f}x",
-            f"marginal CPU per paced chunk {marginal[name] / marginal[bare]:.2f}x",
+            "CPU per paced chunk " + spread(ratios_of(cpu_rounds, name, bare)),
+            "marginal CPU per paced chunk " + spread(ratios_of(marginal_rounds, name, bare)),
         ]
         if latency:
             mine, theirs = latency[name] - latency["direct"], latency[bare] - latency["direct"]
             ratios.append(f"latency per paced chunk {mine / theirs:.2f}x")
         print(f"{name} per chunk vs the bare pass-through (target <= 1.3x): " + ", ".join(ratios))
+
+
+def ratios_of(rounds: dict[str, list[float]], name: str, bare: str) -> list[float]:
+    """``name``'s figure over the bare pass-through's, round by round."""
+    return [mine / theirs for mine, theirs in zip(rounds[name], rounds[bare], strict=True)]
 
 
 def main(argv: list[str] | None = None) -> None:
