@@ -61,6 +61,24 @@ def test_serve_with_a_bad_policy_file_exits_2_and_says_where(tmp_path: Path):
     )
 
 
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("postgres://db", "use sqlite:///PATH, memory:// or redis://HOST"),
+        (
+            "sqlite:///tmp/state.db?sync=off",
+            "the SQLite file takes one option, sync=full or normal",
+        ),
+    ],
+)
+def test_serve_with_a_bad_state_url_exits_2_and_says_why(url: str, says: str):
+    done = turngate("serve", "--state", url, env=clean_env())
+    assert done.returncode == 2
+    assert done.stderr == f"turngate: unknown state URL {url!r}: {says}" + (
+        " (sqlite:///PATH?sync=normal)\n" if "sync" in says else "\n"
+    )
+
+
 def test_serve_refuses_an_environment_override_and_an_unknown_pin(tmp_path: Path):
     config = tmp_path / "pins.yaml"
     config.write_text("routes:\n  - match: {prefix: gemini}\n    adapter_versions: {gemini: '7'}\n")

@@ -96,11 +96,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _serve(args: argparse.Namespace) -> int:
     from turngate.policies.loading import PolicyConfigError, load_serving_policy
-    from turngate.settings import SettingsError, settings_from_args
+    from turngate.settings import settings_from_args
+    from turngate.state.store import check_state_url
 
     try:
         settings = settings_from_args(args)
-    except SettingsError as exc:
+        check_state_url(settings.state)
+    except ValueError as exc:  # SettingsError too
         print(f"turngate: {exc}", file=sys.stderr)
         return 2
     # --mode (or TURNGATE_MODE) replaces the file's default mode only when given.

@@ -143,6 +143,13 @@ def test_sqlite_state_lives_on_an_empty_dir() -> None:
     assert mounts["turngate-tmp"] == "/tmp"
 
 
+def test_sqlite_sync_normal_reaches_the_state_url() -> None:
+    values = {"state": {"sqlite": {"sync": "normal"}}}
+    container, _ = sidecar(pod_spec(manifests(render(values))))
+    state = env_values(container)["TURNGATE_STATE"]
+    assert state == "sqlite:///var/lib/turngate/turngate.db?sync=normal"
+
+
 def test_redis_password_is_expanded_from_a_secret_defined_before_the_state_url() -> None:
     container, _ = sidecar(pod_spec(manifests(render(REDIS_OTEL))))
     names = [e["name"] for e in env_list(container)]
@@ -300,6 +307,7 @@ BAD_VALUES = [
         id="secret-without-key",
     ),
     pytest.param({"nativeSidecar": "yes"}, "/nativeSidecar", id="native-not-boolean"),
+    pytest.param({"state": {"sqlite": {"sync": "off"}}}, "/state/sqlite/sync", id="unknown-sync"),
 ]
 
 

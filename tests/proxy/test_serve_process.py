@@ -33,9 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 class Turngate:
     """One `turngate serve` subprocess; ``start`` again after a kill reuses the same file."""
 
-    def __init__(self, port: int, state: Path, upstream: str) -> None:
+    def __init__(self, port: int, state: Path, upstream: str, options: str = "") -> None:
         self.port = port
         self.state = state
+        # Appended to the state URL, e.g. "?sync=normal".
+        self.options = options
         self.upstream = upstream
         self.process: subprocess.Popen[bytes] | None = None
         self.url = f"http://127.0.0.1:{port}"
@@ -50,7 +52,7 @@ class Turngate:
             "--port",
             str(self.port),
             "--state",
-            f"sqlite://{self.state}",
+            f"sqlite://{self.state}{self.options}",
             "--upstream-openai",
             self.upstream,
             "--log-level",
@@ -191,6 +193,37 @@ async def test_sigkill_after_send_leaves_sent_and_restart_makes_it_unknown(
         "UNKNOWN",
     ]
     assert record["manifest"]["idempotencyKey"] == key
+
+
+async def test_with_sync_normal_a_sigkill_loses_nothing_committed(
+    tmp_path: Path, unused_tcp_port: int, upstream: tuple[FakeUpstream, str]
+):
+    """``sqlite:///…?sync=normal`` fsyncs nothing; a crash of the process still keeps every
+    committed write: the answered operation stays COMMITTED, the one in flight is UNKNOWN."""
+    fake, url = upstream
+    turngate = Turngate(unused_tcp_port, tmp_path / "state.db", url, options="?sync=normal")
+    try:
+        fake.reply(CHAT_ANSWER)
+        await turngate.start()
+        status, _ = await send_chat(turngate.url, orjson.dumps(body(user("first"))))
+        assert status == 200
+        ((answered, state, _m),) = stored_operations(turngate.state)
+        assert state == "COMMITTED"
+        fake.reply(Reply(hang=True))
+        request = asyncio.ensure_future(send_chat(turngate.url, orjson.dumps(body(user("hi")))))
+        ((in_flight, _s, _m),) = await wait_for(
+            lambda: [r for r in stored_operations(turngate.state) if r[1] == "SENT"]
+        )
+        turngate.signal(signal.SIGKILL)
+        assert await turngate.wait() == -signal.SIGKILL
+        with pytest.raises(aiohttp.ClientError):
+            await request
+
+        await turngate.start()
+        assert (await operation_of(turngate.url, answered))["state"] == "COMMITTED"
+        assert (await operation_of(turngate.url, in_flight))["state"] == "UNKNOWN"
+    finally:
+        turngate.stop()
 
 
 async def test_sigkill_between_claim_and_send_leaves_dispatching_then_unknown(

@@ -251,3 +251,10 @@ def test_open_store_urls(tmp_path: Path) -> None:
     assert absolute.path == tmp_path / "state.db"
     with pytest.raises(ValueError, match="unknown state URL"):
         open_store("postgres://db")
+    assert absolute.sync == "full"
+    unsynced = open_store(f"sqlite://{tmp_path}/state.db?sync=normal")
+    assert isinstance(unsynced, SQLiteStore)
+    assert (unsynced.path, unsynced.sync) == (tmp_path / "state.db", "normal")
+    for wrong in ("?sync=off", "?sync=", "?fsync=0", "?sync=normal&mode=ro"):
+        with pytest.raises(ValueError, match=r"sync=full or normal"):
+            open_store(f"sqlite://{tmp_path}/state.db{wrong}")

@@ -5,10 +5,15 @@ they leave the operation DISPATCHING, SENT or STREAMING, still in flight, so the
 start finds it UNKNOWN as it would have anyway. A claim, a commit, a failure or a loss
 undone would let an attempt be sent twice or refuse a history the client already holds:
 those are FULL.
+
+A store opened with ``sync=normal`` waits for the disk on no write at all: a crash of the
+process still loses nothing committed (WAL), as the SIGKILL test in
+tests/proxy/test_serve_process.py shows for that store too.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from tests.state.stores import draft
@@ -81,3 +86,38 @@ async def test_a_claim_after_a_send_is_fully_synced_again(tmp_path: Path):
         assert await level_of_last_write(store) == FULL
     finally:
         await store.close()
+
+
+async def test_a_store_opened_with_sync_normal_waits_for_the_disk_on_no_write(tmp_path: Path):
+    store = SQLiteStore(tmp_path / "state.db", sync="normal")
+    await store.open()
+    try:
+        assert await level_of_last_write(store) == NORMAL
+        committed = await store.claim(draft(None), now=1.0)
+        assert await level_of_last_write(store) == NORMAL
+        await store.transition(committed.operation_id, T.SEND, now=2.0)
+        await store.transition(committed.operation_id, T.COMMIT, now=3.0)
+        assert await level_of_last_write(store) == NORMAL
+        for outcome in (T.FAIL, T.LOSE):
+            record = await store.claim(draft(None), now=4.0)
+            await store.transition(record.operation_id, outcome, now=5.0)
+            assert await level_of_last_write(store) == NORMAL
+        await store.append_log("shadow", {"n": 1}, now=6.0, keep=10)
+        assert await level_of_last_write(store) == NORMAL
+        # Claims queued together go in one group commit: NORMAL too.
+        grouped = await asyncio.gather(*(store.claim(draft(None), now=7.0) for _ in range(16)))
+        assert await level_of_last_write(store) == NORMAL
+        lost = {r.operation_id for r in await store.recover(now=8.0)}
+        assert lost == {r.operation_id for r in grouped}
+        assert await level_of_last_write(store) == NORMAL
+    finally:
+        await store.close()
+
+    # What it committed is there for the next open, whatever the level.
+    reopened = SQLiteStore(tmp_path / "state.db")
+    await reopened.open()
+    try:
+        assert (await reopened.get(committed.operation_id)).state.name == "COMMITTED"
+        assert await level_of_last_write(reopened) == FULL
+    finally:
+        await reopened.close()

@@ -18,6 +18,9 @@ power cut (a process crash loses nothing either way) may undo them, which leaves
 operation DISPATCHING, SENT or STREAMING, in flight all the same, so the next start still
 moves it to UNKNOWN.
 The next FULL commit on the file makes them durable too (one WAL, fsynced whole).
+A store opened with ``sync="normal"`` (``sqlite:///PATH?sync=normal``) writes everything
+at NORMAL: nothing waits for the disk, and a process crash still loses nothing
+(sqlite_sync.py).
 docs/performance.md has the measurements.
 
 The schema, its migrations and the transaction every write runs in: sqlite_schema.py.
@@ -31,7 +34,7 @@ import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import orjson
 
@@ -41,7 +44,8 @@ from turngate.state.conversations import ClientKey, Conversation, StoredResponse
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.sqlite_schema import enter_wal, migrate, transaction
-from turngate.state.sqlite_worker import Level, Worker
+from turngate.state.sqlite_sync import SYNCS, Level, StateConnection, Sync, synchronous
+from turngate.state.sqlite_worker import Worker
 from turngate.state.store import (
     BLOCKING,
     LOST_AT_START,
@@ -62,9 +66,15 @@ ABANDONED_CLAIM = "claim abandoned: its caller was cancelled before anything was
 
 
 class SQLiteStore:
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0, sync: Sync = "full"
+    ) -> None:
+        if sync not in SYNCS:
+            raise ValueError(f"sync={sync!r}: use one of {', '.join(SYNCS)}")
         self.path = Path(path)
         self.busy_timeout = busy_timeout
+        # "normal": no write waits for the disk (sqlite_sync.py).
+        self.sync = sync
         self._worker: Worker | None = None
         # Created, used and closed on the worker thread only.
         self._db: sqlite3.Connection | None = None
@@ -261,7 +271,13 @@ class SQLiteStore:
     def _connect(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            db = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                factory=StateConnection,
+            )
+            db.fsync = self.sync == "full"
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(f"cannot open the state file {self.path}: {exc}") from exc
         try:
@@ -271,7 +287,7 @@ class SQLiteStore:
                     f"cannot open the state file {self.path}: its journal stays {mode!r}, "
                     "WAL is required (is it on a network file system?)"
                 )
-            db.execute("PRAGMA synchronous = FULL")
+            synchronous(db, "FULL")
             db.execute("PRAGMA foreign_keys = ON")
             migrate(db)
         except sqlite3.Error as exc:
@@ -297,7 +313,7 @@ def _can_write(db: sqlite3.Connection) -> bool:
 def _claim(
     db: sqlite3.Connection, draft: DispatchManifest, now: float, client_key: ClientKey | None
 ) -> OperationRecord:
-    _synchronous(db, "FULL")
+    synchronous(db, "FULL")
     with transaction(db, "IMMEDIATE"):
         if client_key is not None:
             turns.take_client_key(db, client_key, _load, now=now, operation_id=None)
@@ -327,13 +343,6 @@ def _claim(
 _NO_FSYNC = frozenset({Transition.SEND, Transition.STREAM, Transition.BIND})
 
 
-def _synchronous(db: sqlite3.Connection, level: Literal["FULL", "NORMAL"]) -> None:
-    """Set before BEGIN: it holds for the connection's next commits (a few microseconds).
-    Inside a group the group has set it, to the strictest level of its writes."""
-    if not db.in_transaction:
-        db.execute(f"PRAGMA synchronous = {level}")
-
-
 def _transition(
     db: sqlite3.Connection,
     operation_id: str,
@@ -344,7 +353,7 @@ def _transition(
     detail: str | None = None,
     sent: bool = False,
 ) -> OperationRecord:
-    _synchronous(db, "NORMAL" if transition in _NO_FSYNC else "FULL")
+    synchronous(db, "NORMAL" if transition in _NO_FSYNC else "FULL")
     with transaction(db, "IMMEDIATE"):
         loaded = _load(db, operation_id)
         if loaded is None:
@@ -364,7 +373,7 @@ def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:
     in_flight = sorted(IN_FLIGHT)
     marks = ", ".join("?" * len(in_flight))
     moved = []
-    _synchronous(db, "FULL")
+    synchronous(db, "FULL")
     with transaction(db, "IMMEDIATE"):
         rows = db.execute(
             f"SELECT operation_id FROM operations WHERE state IN ({marks}) ORDER BY operation_id",
@@ -379,7 +388,7 @@ def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:
 
 
 def _append_log(db: sqlite3.Connection, kind: str, entry: str, now: float, keep: int) -> None:
-    _synchronous(db, "FULL")
+    synchronous(db, "FULL")
     with transaction(db, "IMMEDIATE"):
         db.execute("INSERT INTO logs (kind, at, entry) VALUES (?, ?, ?)", (kind, now, entry))
         # The newest row has the highest id (it is never dropped, so ids only grow).

@@ -27,6 +27,7 @@ from turngate.state.conversations import (
     with_turn,
 )
 from turngate.state.machine import DispatchState, Transition
+from turngate.state.sqlite_sync import synchronous
 from turngate.state.store import OperationRecord, check_client_key, moved_record, sent_first
 
 Mode = Literal["DEFERRED", "IMMEDIATE"]
@@ -79,13 +80,6 @@ STATEMENTS: tuple[str, ...] = (
     "CREATE INDEX client_keys_by_expiry ON client_keys (expires_at)",
     "CREATE INDEX operations_by_conversation ON operations (conversation_key, attempt)",
 )
-
-
-def _fsynced(db: sqlite3.Connection) -> None:
-    """Set before BEGIN, as sqlite.py does: this write waits for the disk. Inside a group
-    commit (sqlite_worker.py) the group has set it, and SQLite refuses a change there."""
-    if not db.in_transaction:
-        db.execute("PRAGMA synchronous = FULL")
 
 
 def take_client_key(
@@ -166,7 +160,7 @@ def open_conversation(
     found = get_conversation(db, access, key)
     if found is not None:
         return found  # the usual case: no write lock needed
-    _fsynced(db)
+    synchronous(db, "FULL")
     with access.transaction(db, "IMMEDIATE"):
         found = read_conversation(db, key)
         if found is None:
@@ -183,7 +177,7 @@ def get_conversation(db: sqlite3.Connection, access: Access, key: str) -> Conver
 def cancel_conversation(
     db: sqlite3.Connection, access: Access, key: str, *, now: float
 ) -> Conversation:
-    _fsynced(db)
+    synchronous(db, "FULL")
     with access.transaction(db, "IMMEDIATE"):
         moved = cancelled(read_conversation(db, key), key, now=now)
         write_conversation(db, moved)
@@ -225,7 +219,7 @@ def commit_turn(
     response: StoredResponse | None,
     sent: bool = False,
 ) -> OperationRecord:
-    _fsynced(db)
+    synchronous(db, "FULL")
     with access.transaction(db, "IMMEDIATE"):
         loaded = access.load(db, operation_id)
         if loaded is None:
@@ -261,7 +255,7 @@ def _put_response(db: sqlite3.Connection, operation_id: str, response: StoredRes
 def save_response(
     db: sqlite3.Connection, access: Access, operation_id: str, response: StoredResponse
 ) -> None:
-    _fsynced(db)
+    synchronous(db, "FULL")
     with access.transaction(db, "IMMEDIATE"):
         _put_response(db, operation_id, response)
 
@@ -293,7 +287,7 @@ def unknown_operations(
 
 
 def prune(db: sqlite3.Connection, access: Access, *, now: float) -> int:
-    _fsynced(db)
+    synchronous(db, "FULL")
     with access.transaction(db, "IMMEDIATE"):
         responses = db.execute("DELETE FROM responses WHERE expires_at <= ?", (now,)).rowcount
         keys = db.execute("DELETE FROM client_keys WHERE expires_at <= ?", (now,)).rowcount

@@ -23,10 +23,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
+
+from turngate.state.sqlite_sync import Level, synchronous
 
 R = TypeVar("R")
-Level = Literal["FULL", "NORMAL"]
 
 # Calls per group: bounds how long the first of them waits for the rest.
 MAX_GROUP = 64
@@ -122,8 +123,8 @@ class Worker:
         outcomes: list[tuple[bool, Any]] = []
         try:
             db = self._connection()
-            level = "FULL" if any(job.level == "FULL" for job in group) else "NORMAL"
-            db.execute(f"PRAGMA synchronous = {level}")
+            level: Level = "FULL" if any(job.level == "FULL" for job in group) else "NORMAL"
+            synchronous(db, level)
             db.execute("BEGIN IMMEDIATE")
             try:
                 for job in group:

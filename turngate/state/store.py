@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+from urllib.parse import parse_qsl
 
 from turngate.errors import StateConflict
 from turngate.state.conversations import (
@@ -30,6 +31,7 @@ from turngate.state.conversations import (
 )
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition, advance
 from turngate.state.manifest import DispatchManifest
+from turngate.state.sqlite_sync import SYNCS, Sync
 
 # An attempt in one of these states blocks a new claim for its (conversation, revision,
 # cancel generation): bytes may be in flight, the outcome is not known, or the turn is
@@ -308,18 +310,40 @@ def check_log_args(kind: str, *, keep: int | None = None, limit: int | None = No
 
 def open_store(url: str) -> StateStore:
     """A store for ``--state``: ``sqlite:///path``, ``memory://`` or ``redis://…``."""
-    if url.startswith("memory:"):
+    kind, sqlite = check_state_url(url)
+    if kind == "memory":
         from turngate.state.memory import MemoryStore
 
         return MemoryStore()
-    if url.startswith("sqlite:"):
+    if sqlite is not None:
         from turngate.state.sqlite import SQLiteStore
 
-        path = url.removeprefix("sqlite://")
-        return SQLiteStore(path.removeprefix("/") if path.startswith("/./") else path)
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        from turngate.state.redis import RedisStore
+        path, sync = sqlite
+        return SQLiteStore(path, sync=sync)
+    from turngate.state.redis import RedisStore
 
-        store: StateStore = RedisStore.from_url(url)
-        return store
+    store: StateStore = RedisStore.from_url(url)
+    return store
+
+
+def check_state_url(
+    url: str,
+) -> tuple[Literal["memory", "sqlite", "redis"], tuple[str, Sync] | None]:
+    """The kind of store ``url`` names, and for SQLite its path and ``sync``; a ValueError
+    that says what is wrong for anything else (checked at start, before serving)."""
+    if url.startswith("memory:"):
+        return "memory", None
+    if url.startswith("sqlite:"):
+        path, _, query = url.removeprefix("sqlite://").partition("?")
+        options = dict(parse_qsl(query, keep_blank_values=True))
+        sync = options.pop("sync", "full")
+        if options or sync not in SYNCS:
+            raise ValueError(
+                f"unknown state URL {url!r}: the SQLite file takes one option, "
+                f"sync={' or '.join(SYNCS)} (sqlite:///PATH?sync=normal)"
+            )
+        path = path.removeprefix("/") if path.startswith("/./") else path
+        return "sqlite", (path, "normal" if sync == "normal" else "full")
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return "redis", None
     raise ValueError(f"unknown state URL {url!r}: use sqlite:///PATH, memory:// or redis://HOST")

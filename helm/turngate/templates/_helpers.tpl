@@ -166,6 +166,7 @@ $(REDIS_PASSWORD) from the variable defined just before TURNGATE_STATE. It must 
 {{- $state := .Values.state -}}
 {{- if eq $state.backend "sqlite" -}}
 {{- printf "sqlite://%s/%s" (trimSuffix "/" $state.sqlite.mountPath) $state.sqlite.file -}}
+{{- if eq (default "full" $state.sqlite.sync) "normal" -}}?sync=normal{{- end -}}
 {{- else if eq $state.backend "memory" -}}
 memory://
 {{- else if eq $state.backend "redis" -}}

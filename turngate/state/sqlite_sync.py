@@ -1,0 +1,38 @@
+"""How durably a write to the SQLite state file is committed.
+
+Each write asks for its level before its transaction (``synchronous``): FULL waits for the
+disk (an fsync of the WAL at COMMIT), NORMAL does not; sqlite.py says which writes need
+which. Either way WAL keeps every committed write through a crash of the process: the
+levels differ only on a power cut or a kernel crash, which may undo NORMAL writes.
+
+A store opened with ``sync=normal`` (``sqlite:///path?sync=normal``) caps every write at
+NORMAL: for a file that does not outlive its machine anyway (an emptyDir in the pod), a
+crash of the process still loses nothing, and no write waits for the disk.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Literal
+
+Level = Literal["FULL", "NORMAL"]
+Sync = Literal["full", "normal"]
+SYNCS: tuple[Sync, ...] = ("full", "normal")
+
+
+class StateConnection(sqlite3.Connection):
+    """The store's connection (``sqlite3.connect(factory=...)``), carrying its cap."""
+
+    fsync = True
+
+
+def synchronous(db: sqlite3.Connection, level: Level) -> None:
+    """Set ``level`` (capped by the store's ``sync``) for the connection's next commits.
+
+    Set before BEGIN (a few microseconds); SQLite refuses a change inside a transaction,
+    where a group commit (sqlite_worker.py) has set the strictest level of its writes."""
+    if db.in_transaction:
+        return
+    if level == "FULL" and not getattr(db, "fsync", True):
+        level = "NORMAL"
+    db.execute(f"PRAGMA synchronous = {level}")
