@@ -8,8 +8,9 @@ aiohttp pass-through proxy (read the body, POST it upstream on a shared session,
 the answer), and `turngate serve`. The two proxies are pinned to one core, the upstream
 and this load generator to the other (os.sched_setaffinity), and measured one at a time:
 direct to the upstream, through the bare proxy, through turngate (SQLite state, the
-default, and memory://). Bodies are valid tool-heavy Chat conversations of about 10 KB
-and 150 KB. Concurrency 1 gives p50/p99 latency; concurrency 32 gives requests per second.
+default; memory://; SQLite with ``?sync=normal``, which waits for the disk on no write).
+Bodies are valid tool-heavy Chat conversations of about 10 KB and 150 KB. Concurrency 1
+gives p50/p99 latency; concurrency 32 gives requests per second.
 
 Then each proxy's own CPU per request, from /proc (user + system time of the whole
 process, every thread: the SQLite store's worker included) over sequential requests: the
@@ -65,6 +66,8 @@ ANSWER = orjson.dumps(
     }
 )
 PROXY_CORE, LOAD_CORE = 1, 0
+# The SQLite file opened with sync=normal: no write waits for the disk (docs/operations.md).
+SYNC_NORMAL = "turngate (sqlite, sync=normal)"
 
 
 # -- the three servers -----------------------------------------------------------------
@@ -196,7 +199,8 @@ def body_of(target_bytes: int) -> bytes:
 
 async def run(quick: bool) -> None:
     os.sched_setaffinity(0, {LOAD_CORE})
-    ports = {name: free_port() for name in ("upstream", "bare", "turngate", "turngate-mem")}
+    names = ("upstream", "bare", "turngate", "turngate-mem", "turngate-normal")
+    ports = {name: free_port() for name in names}
     upstream = f"http://127.0.0.1:{ports['upstream']}"
     me = [sys.executable, "-m", "bench.proxy_latency"]
     state = Path(tempfile.mkdtemp(prefix="turngate-bench-")) / "state.db"
@@ -213,17 +217,27 @@ async def run(quick: bool) -> None:
             [*serve, "--port", str(ports["turngate-mem"]), "--state", "memory://"],
             PROXY_CORE,
         ),
+        start(
+            [
+                *serve,
+                *("--port", str(ports["turngate-normal"])),
+                *("--state", f"sqlite://{state.with_name('normal.db')}?sync=normal"),
+            ],
+            PROXY_CORE,
+        ),
     ]
     try:
         await wait_ready(upstream + "/")
         await wait_ready(f"http://127.0.0.1:{ports['bare']}/")
         await wait_ready(f"http://127.0.0.1:{ports['turngate']}/healthz")
         await wait_ready(f"http://127.0.0.1:{ports['turngate-mem']}/healthz")
+        await wait_ready(f"http://127.0.0.1:{ports['turngate-normal']}/healthz")
         targets = {
             "direct": upstream + CHAT,
             "bare pass-through": f"http://127.0.0.1:{ports['bare']}/openai{CHAT}",
             "turngate (sqlite)": f"http://127.0.0.1:{ports['turngate']}/openai{CHAT}",
             "turngate (memory)": f"http://127.0.0.1:{ports['turngate-mem']}/openai{CHAT}",
+            SYNC_NORMAL: f"http://127.0.0.1:{ports['turngate-normal']}/openai{CHAT}",
         }
         n, seconds, rounds = (200, 2.0, 2) if quick else (1000, 5.0, 3)
         print(
@@ -242,6 +256,7 @@ async def run(quick: bool) -> None:
             "bare pass-through": processes[1],
             "turngate (sqlite)": processes[2],
             "turngate (memory)": processes[3],
+            SYNC_NORMAL: processes[4],
         }
         cpu_rounds = 300 if not quick else 200
         serve_cpu: dict[int, dict[str, float]] = {size: {} for size in bodies}
@@ -384,15 +399,15 @@ async def store_round_trips(requests: int = 200) -> float:
 def report(size: int, rounds: dict[str, list[Result]]) -> None:
     """Medians over rounds, each with its min-max; ratios per round, then their median."""
     print(f"\nbody {size / 1000:.0f} KB (median over rounds [min-max])")
-    print(f"{'':<20}{'p50 ms':>20}{'p99 ms':>9}{'req/s @32':>20}")
+    print(f"{'':<32}{'p50 ms':>20}{'p99 ms':>9}{'req/s @32':>20}")
     for name, rs in rounds.items():
         p50s, rps = [r.p50_ms for r in rs], [r.rps for r in rs]
         print(
-            f"{name:<20}{median(p50s):9.2f} [{min(p50s):.2f}-{max(p50s):.2f}]"
+            f"{name:<32}{median(p50s):9.2f} [{min(p50s):.2f}-{max(p50s):.2f}]"
             f"{median([r.p99_ms for r in rs]):9.2f}"
             f"{median(rps):9.0f} [{min(rps):.0f}-{max(rps):.0f}]"
         )
-    for name in ("turngate (sqlite)", "turngate (memory)"):
+    for name in ("turngate (sqlite)", "turngate (memory)", SYNC_NORMAL):
         added, bare_added, latency, share = [], [], [], []
         for direct, bare, ours in zip(
             rounds["direct"], rounds["bare pass-through"], rounds[name], strict=True
