@@ -31,7 +31,7 @@ import orjson
 from aiohttp import web
 
 from bench import stream_overhead as streams
-from bench.proxy_latency import LOAD_CORE, PROXY_CORE, free_port
+from bench.proxy_latency import LOAD_CORE, PROXY_CORE, free_port, wait_ready
 
 SHORT, LONG = streams.SHORT, streams.CHUNKS
 
@@ -89,7 +89,8 @@ async def counted(proxy: str, kind: str, upstream: str, streams_at_once: int) ->
     short_body = long_body.replace(f'"bench-{kind}"'.encode(), f'"bench-{kind}-short"'.encode())
     try:
         async with aiohttp.ClientSession() as session:
-            await _wait_ready(session, f"http://127.0.0.1:{port}{ready}")
+            # valgrind starts the interpreter some 50 times slower.
+            await wait_ready(f"http://127.0.0.1:{port}{ready}", attempts=600, pause=0.2)
 
             async def batch(body: bytes, count: int) -> None:
                 await asyncio.gather(
@@ -115,17 +116,6 @@ async def counted(proxy: str, kind: str, upstream: str, streams_at_once: int) ->
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def _wait_ready(session: aiohttp.ClientSession, url: str) -> None:
-    for _ in range(600):
-        try:
-            async with session.get(url) as resp:
-                await resp.read()
-                return
-        except aiohttp.ClientConnectionError:
-            await asyncio.sleep(0.2)
-    raise RuntimeError(f"{url} did not start under valgrind")
-
-
 async def run(kinds: list[str], at_once: int, pace: float) -> None:
     os.sched_setaffinity(0, {LOAD_CORE})
     port = free_port()
@@ -135,8 +125,7 @@ async def run(kinds: list[str], at_once: int, pace: float) -> None:
     base = f"http://127.0.0.1:{port}"
     print(f"{at_once} streams at once, one chunk every {pace * 1000:.0f} ms; memory store")
     try:
-        async with aiohttp.ClientSession() as session:
-            await _wait_ready(session, base + "/")
+        await wait_ready(base + "/")
         for kind in kinds:
             figures = {}
             for proxy in ("bare", "turngate"):

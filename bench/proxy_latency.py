@@ -119,16 +119,16 @@ def start(command: list[str], core: int) -> subprocess.Popen[bytes]:
     return process
 
 
-async def wait_ready(url: str) -> None:
+async def wait_ready(url: str, *, attempts: int = 200, pause: float = 0.05) -> None:
     async with aiohttp.ClientSession() as session:
-        for _ in range(200):
+        for _ in range(attempts):
             try:
                 async with session.get(url) as resp:
                     await resp.read()
                     return
             except aiohttp.ClientConnectionError:
-                await asyncio.sleep(0.05)
-    raise RuntimeError(f"{url} did not start")
+                await asyncio.sleep(pause)
+    raise RuntimeError(f"{url} did not start within {attempts * pause:g} s")
 
 
 # -- load ------------------------------------------------------------------------------
