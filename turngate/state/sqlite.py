@@ -44,7 +44,7 @@ from turngate.state.conversations import ClientKey, Conversation, StoredResponse
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.sqlite_schema import enter_wal, migrate, transaction
-from turngate.state.sqlite_sync import SYNCS, Level, StateConnection, Sync, synchronous
+from turngate.state.sqlite_sync import Level, StateConnection, Sync, sync_of, synchronous
 from turngate.state.sqlite_worker import Worker
 from turngate.state.store import (
     BLOCKING,
@@ -69,12 +69,10 @@ class SQLiteStore:
     def __init__(
         self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0, sync: Sync = "full"
     ) -> None:
-        if sync not in SYNCS:
-            raise ValueError(f"sync={sync!r}: use one of {', '.join(SYNCS)}")
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         # "normal": no write waits for the disk (sqlite_sync.py).
-        self.sync = sync
+        self.sync = sync_of(sync)
         self._worker: Worker | None = None
         # Created, used and closed on the worker thread only.
         self._db: sqlite3.Connection | None = None

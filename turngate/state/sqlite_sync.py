@@ -20,6 +20,14 @@ Sync = Literal["full", "normal"]
 SYNCS: tuple[Sync, ...] = ("full", "normal")
 
 
+def sync_of(value: str) -> Sync:
+    """``value`` as a ``sync`` level; a ValueError naming the levels for anything else."""
+    for sync in SYNCS:
+        if value == sync:
+            return sync
+    raise ValueError(f"sync={value!r}: use {' or '.join(SYNCS)}")
+
+
 class StateConnection(sqlite3.Connection):
     """The store's connection (``sqlite3.connect(factory=...)``), carrying its cap."""
 

@@ -17,6 +17,7 @@ responses for replay (``save_response``/``load_response``, expired on read and b
 from __future__ import annotations
 
 import dataclasses
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qsl
@@ -31,7 +32,7 @@ from turngate.state.conversations import (
 )
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition, advance
 from turngate.state.manifest import DispatchManifest
-from turngate.state.sqlite_sync import SYNCS, Sync
+from turngate.state.sqlite_sync import SYNCS, Sync, sync_of
 
 # An attempt in one of these states blocks a new claim for its (conversation, revision,
 # cancel generation): bytes may be in flight, the outcome is not known, or the turn is
@@ -336,14 +337,14 @@ def check_state_url(
     if url.startswith("sqlite:"):
         path, _, query = url.removeprefix("sqlite://").partition("?")
         options = dict(parse_qsl(query, keep_blank_values=True))
-        sync = options.pop("sync", "full")
-        if options or sync not in SYNCS:
-            raise ValueError(
-                f"unknown state URL {url!r}: the SQLite file takes one option, "
-                f"sync={' or '.join(SYNCS)} (sqlite:///PATH?sync=normal)"
-            )
         path = path.removeprefix("/") if path.startswith("/./") else path
-        return "sqlite", (path, "normal" if sync == "normal" else "full")
+        if options.keys() <= {"sync"}:
+            with suppress(ValueError):
+                return "sqlite", (path, sync_of(options.get("sync", "full")))
+        raise ValueError(
+            f"unknown state URL {url!r}: the SQLite file takes one option, "
+            f"sync={' or '.join(SYNCS)} (sqlite:///PATH?sync=normal)"
+        )
     if url.startswith(("redis://", "rediss://", "unix://")):
         return "redis", None
     raise ValueError(f"unknown state URL {url!r}: use sqlite:///PATH, memory:// or redis://HOST")
