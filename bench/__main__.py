@@ -30,13 +30,17 @@ def main(argv: list[str]) -> int:
     if not chosen:
         print(f"no bench matches {' '.join(names)}; available: {', '.join(available)}")
         return 2
+    failed = []
     for name in chosen:
-        print(f"== bench.{name}")
+        print(f"== bench.{name}", flush=True)
         module = importlib.import_module(f"bench.{name}")
         sys.argv = [f"bench.{name}", *passed]
-        module.main()
+        if module.main():  # a bench that finds a fault returns non-zero
+            failed.append(name)
         print()
-    return 0
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

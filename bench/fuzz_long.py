@@ -359,7 +359,7 @@ def atheris_runs(seconds: int, out: Path, only: list[str]) -> int:
     return failures
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.fuzz_long")
     parser.add_argument("--examples", type=int, default=2000)
     parser.add_argument("--only", nargs="*", default=[])

@@ -1,0 +1,67 @@
+"""`python -m bench`: every bench starts from the shared entry point and its faults show."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench_module_names() -> list[str]:
+    return sorted(p.stem for p in (ROOT / "bench").glob("*.py") if not p.stem.startswith("_"))
+
+
+@pytest.mark.parametrize("name", bench_module_names())
+def test_every_bench_main_runs_without_arguments(name: str):
+    # `python -m bench` calls each module's main() with no argument; one that requires
+    # argv stopped the whole run with a TypeError before.
+    main = importlib.import_module(f"bench.{name}").main
+    inspect.signature(main).bind()
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_an_unknown_bench_name_lists_the_available_ones():
+    done = run_bench("no-such-bench")
+    assert done.returncode == 2
+    assert "available:" in done.stdout
+    assert "proxy_latency" in done.stdout
+
+
+def test_arguments_after_the_separator_reach_the_bench():
+    # --only with no matching target: the fuzz bench parses it and runs nothing.
+    done = run_bench("fuzz", "--", "--only", "no-such-target")
+    assert done.returncode == 0, done.stderr
+    assert "hypothesis: 0 examples, 0 distinct crashes" in done.stdout
+
+
+def test_a_bad_flag_stops_the_run_with_its_message():
+    done = run_bench("fuzz", "--", "--unknown-flag")
+    assert done.returncode != 0
+    assert "unrecognized arguments: --unknown-flag" in done.stderr
+
+
+def test_a_bench_that_finds_a_fault_fails_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    import bench.__main__ as entry
+    import bench.fuzz_long
+
+    monkeypatch.setattr(bench.fuzz_long, "main", lambda: 1)  # as when it finds a crash
+    assert entry.main(["fuzz"]) == 1
+    assert "failed: fuzz_long" in capsys.readouterr().out
