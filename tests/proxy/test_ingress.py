@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from tests.graph.chat_builders import body, user
+from tests.hardening.wire import raw_exchange
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import CHAT_ANSWER, get, post
@@ -84,6 +85,24 @@ async def test_a_chunked_body_over_the_limit_is_413(make_stack: StackFactory):
     ):
         assert resp.status == 413
         assert resp.headers["Turngate-Rejection"] == "request_too_large"
+    assert stack.upstream.received == []
+
+
+async def test_a_chunked_body_over_the_limit_that_arrives_at_once_is_413(
+    make_stack: StackFactory,
+):
+    # No Content-Length to refuse it by, and the whole body is already in the buffer when
+    # the handler reads it: the limit is still the body's, not the header's.
+    stack = await make_stack(max_body_bytes=1000)
+    raw = orjson.dumps(body(user("x" * 2000)))
+    head = (
+        b"POST /openai/v1/chat/completions HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    port = int(stack.url.rsplit(":", 1)[1])
+    result = await raw_exchange(port, [head + b"%x\r\n%s\r\n0\r\n\r\n" % (len(raw), raw)])
+    assert result.status == 413, result.data[:300]
+    assert b"Turngate-Rejection: request_too_large" in result.data
     assert stack.upstream.received == []
 
 

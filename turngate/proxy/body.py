@@ -35,6 +35,10 @@ async def read_body(request: web.Request, limit: int) -> bytes:
         raise _too_large(limit)
     timeout = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
     try:
+        if request.content.is_eof():
+            # The whole body came with the headers (the usual case): no wait to bound, so
+            # no timer to set and cancel.
+            return await request.read()
         async with asyncio.timeout(timeout):
             return await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
