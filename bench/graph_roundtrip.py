@@ -8,7 +8,10 @@ digest computed too (what the proxy's manifest asks for), then each step alone.
 The request holds only plain messages (text, function calls, text results), so it takes the
 outline path (graph/outline.py). The "blocks built" rows time the same request with its
 system message written as one content part, which makes the adapter build every block, as
-it does for any request with content parts, images or extra fields.
+it does for any request with content parts, images or extra fields. The last rows time the
+same conversation in the form of each other API (rendered from the Chat graph by that API's
+adapter), each against an orjson loads + dumps of its own bytes: their adapters have no
+outline yet, so they build every block.
 
 Times are CPU time of this process (time.process_time), so other processes on a shared
 machine slow a run less than they would wall time. Each round times every row once, in
@@ -25,6 +28,8 @@ from typing import Any
 
 import orjson
 
+from turngate.adapters import get_adapter
+from turngate.adapters.base import Adapter
 from turngate.adapters.openai_chat import ADAPTER, CAPABILITIES
 from turngate.graph.validator import validate
 
@@ -142,6 +147,7 @@ def main() -> None:
     def baseline_full() -> object:
         return orjson.dumps(orjson.loads(raw_full))
 
+    others = {api: _other_api_rows(api, ADAPTER.parse_request(request)) for api in OTHER_APIS}
     assert orjson.loads(turngate()) == request
     assert orjson.loads(turngate_full()) == full
     assert ADAPTER.parse_request(request).outline is not None
@@ -158,6 +164,7 @@ def main() -> None:
             "  sequence digest": lambda: ADAPTER.parse_request(request).sequence_digest,
             "orjson, parts request": baseline_full,
             "parts: parse+validate+render": turngate_full,
+            **{row: fn for rows in others.values() for row, fn in rows.items()},
         }
     )
     best = {name: min(values) for name, values in times.items()}
@@ -174,7 +181,10 @@ def main() -> None:
             note += " (target <= 4x)"
         if name == "parts: parse+validate+render":
             note = f"ratio {full_ratio:4.2f}x"
-        print(f"{name:<30}{seconds * 1e6:8.0f} us   {note}")
+        if name.endswith(": parse+validate+render") and name.split(":")[0] in OTHER_APIS:
+            api = name.split(":")[0]
+            note = f"ratio {seconds / best[f'orjson, {api} request']:4.2f}x"
+        print(f"{name:<42}{seconds * 1e6:8.0f} us   {note}")
     noise = {
         name: statistics.median(values) / min(values) - 1
         for name, values in times.items()
@@ -184,6 +194,26 @@ def main() -> None:
         "noise (median over best, CPU time): "
         + ", ".join(f"{name} +{share:.0%}" for name, share in noise.items())
     )
+
+
+OTHER_APIS = ("openai_responses", "anthropic", "gemini")
+
+
+def _other_api_rows(api: str, chat_graph: Any) -> dict[str, Callable[[], object]]:
+    """The Chat conversation in ``api``'s form: its orjson baseline and turngate's path."""
+    adapter: Adapter = get_adapter(api)
+    raw = orjson.dumps(adapter.render_request(chat_graph))
+
+    def baseline() -> object:
+        return orjson.dumps(orjson.loads(raw))
+
+    def turngate() -> object:
+        seq = adapter.parse_request(orjson.loads(raw))
+        assert validate(seq, adapter.capabilities).ready, api
+        return orjson.dumps(adapter.render_request(seq))
+
+    assert orjson.loads(turngate()) == orjson.loads(raw)
+    return {f"orjson, {api} request": baseline, f"{api}: parse+validate+render": turngate}
 
 
 if __name__ == "__main__":
