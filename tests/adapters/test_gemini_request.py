@@ -33,6 +33,7 @@ from turngate.graph.model import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    UnknownBlock,
 )
 from turngate.graph.validator import validate
 
@@ -121,6 +122,37 @@ def test_mixed_spellings_inside_one_part_round_trip():
     )
     seq = parse(request)
     assert ADAPTER.render_request(seq) == request
+
+
+@pytest.mark.parametrize(
+    ("part", "label"),
+    [
+        # Two data fields in one part: unknown, named in DATA_FIELDS order.
+        ({"functionCall": {"name": "f", "args": {}}, "text": "hi"}, "part:text+functionCall"),
+        ({"file_data": {"fileUri": "gs://b/a"}, "inline_data": {}}, "part:inlineData+fileData"),
+        # One field written both ways is still one field, read from its camelCase key.
+        ({"text": "hi", "inline_data": {}, "inlineData": {}}, "part:text+inlineData"),
+        ({}, "part:empty"),
+    ],
+)
+def test_a_part_without_exactly_one_data_field_is_unknown_and_named(
+    part: dict[str, Any], label: str
+):
+    seq = parse(body(user(part)))
+    (block,) = seq.messages[0].blocks
+    assert isinstance(block, UnknownBlock)
+    assert block.native_type == label
+    assert ADAPTER.render_request(seq) == body(user(part))
+
+
+def test_a_field_written_both_ways_is_read_from_its_camel_case_key():
+    part = {"text": "camel", "inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
+    seq = parse(body(user({**part, "inline_data": {"mimeType": "image/gif", "data": "R0lG"}})))
+    assert isinstance(seq.messages[0].blocks[0], UnknownBlock)
+    alone = parse(body(user({"inlineData": part["inlineData"], "inline_data": {"data": "R0lG"}})))
+    (image,) = alone.messages[0].blocks
+    assert isinstance(image, ImageBlock)
+    assert image.data == "iVBORw0KGgo="
 
 
 def test_unmodelled_fields_are_kept_everywhere():

@@ -97,6 +97,10 @@ class Spelling:
         return {SNAKE: sorted(self.snake)} if self.snake else {}
 
 
+# Each spelling of a data field, camelCase or snake_case, to its camelCase name.
+_DATA_KEYS = {**{snake_of(camel): camel for camel in DATA_FIELDS}, **{c: c for c in DATA_FIELDS}}
+
+
 def native(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Attrs without the adapter's ``$`` notes: what goes back on the wire."""
     return {k: v for k, v in attrs.items() if not k.startswith("$")}
@@ -153,14 +157,18 @@ def synthesized_call_id(name: str, occurrence: int) -> str:
 
 
 def data_fields(part: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(camel name, key as written) for each data field present on ``part``."""
-    found = []
-    spelling = Spelling()
-    for camel in DATA_FIELDS:
-        key = spelling.read(part, camel)
-        if key is not None:
-            found.append((camel, key))
-    return found
+    """(camel name, key as written) for each data field present on ``part``, in
+    ``DATA_FIELDS`` order; the camelCase key where a field is written both ways."""
+    found: dict[str, str] = {}
+    # A part's few keys are looked up, not every spelling of every field (once per part of
+    # every request).
+    for key in part:
+        camel = _DATA_KEYS.get(key)
+        if camel is not None and found.get(camel) != camel:
+            found[camel] = key
+    if len(found) > 1:
+        return [(camel, found[camel]) for camel in DATA_FIELDS if camel in found]
+    return list(found.items())
 
 
 def parse_part(
