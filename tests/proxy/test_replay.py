@@ -103,6 +103,57 @@ async def test_a_streamed_answer_is_replayed_as_the_same_stream(streams: Any, ap
     COUNTS["replay: committed streams replayed byte for byte"] += 1
 
 
+async def kept(stack: Any, operation_id: str, *, within: float = 0.0) -> bool:
+    """Whether the store keeps an answer for ``operation_id`` (waiting ``within`` seconds for
+    a streamed one, kept right after its end reached the client)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        if await stack.store.load_response(operation_id, now=0.0) is not None:
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("state", ["memory", "sqlite"])
+async def test_an_answer_no_retry_can_reach_is_not_kept(
+    make_stack: Any, tmp_path: Path, state: str
+) -> None:
+    # Without a conversation id or an Idempotency-Key each request is its own operation:
+    # the same request again is sent again, so keeping its answer would only cost a write.
+    chosen = "memory://" if state == "memory" else f"sqlite://{tmp_path / 'state.db'}"
+    stack: Stack = await make_stack(state=chosen)
+    stack.upstream.reply(CHAT_ANSWER)
+    first = await post(stack, CHAT, QUESTION, caller())
+    again = await post(stack, CHAT, QUESTION, caller())
+    assert first[0] == again[0] == 200
+    assert "Turngate-Replay" not in again[1]
+    assert len(stack.upstream.received) == 2
+    assert not await kept(stack, first[1]["Turngate-Operation-Id"])
+    keyed = await post(stack, CHAT, QUESTION, caller(**{"Idempotency-Key": "k-1"}))
+    assert await kept(stack, keyed[1]["Turngate-Operation-Id"])
+    talk = await post(stack, CHAT, QUESTION, caller(**{"Turngate-Conversation-Id": "c-1"}))
+    assert await kept(stack, talk[1]["Turngate-Operation-Id"])
+
+
+async def test_a_stream_no_retry_can_reach_is_not_kept(streams: Any) -> None:
+    path = tool_stream("openai_chat")
+    stack: StreamStack = await streams(sqlite=True)
+    stack.upstream.default = Script(path.read_bytes())
+    runs = [
+        await stack.post("openai_chat", recorded_request(path), headers)
+        for headers in ({"Idempotency-Key": "k-1"}, {}, {"Idempotency-Key": "k-2"})
+    ]
+    assert all((run.status, run.broken) == (200, False) for run in runs)
+    first, anonymous, last = (run.headers["Turngate-Operation-Id"] for run in runs)
+    assert await kept(stack, first, within=5.0)
+    # The store's writes run in order: once the last is kept, one for the anonymous
+    # stream, had there been one, would have landed before it.
+    assert await kept(stack, last, within=5.0)
+    assert not await kept(stack, anonymous)
+
+
 async def test_an_idempotency_key_replays_its_answer_and_refuses_another_body(
     make_stack: Any,
 ) -> None:

@@ -103,6 +103,7 @@ class Attempt:
         enforced: bool,
         stream: StreamSession | None = None,
         observer: DispatchObserver | None = None,
+        keep_answer: bool = False,
     ) -> None:
         self.request = request
         self.route = route
@@ -111,6 +112,9 @@ class Attempt:
         self.seq = seq
         self.manifest = record.manifest
         self.enforced = enforced
+        # Whether the answer is kept for replay: only a retry that names the same slot or key
+        # (a conversation id, an Idempotency-Key) can ever be answered with it (replay.py).
+        self.keep_answer = keep_answer
         # The client's side of a streamed request, shared by the attempts that serve it.
         self.stream = stream
         # The bytes are out (handed to the socket); SEND's write, once started; its timer.
@@ -176,7 +180,8 @@ class Attempt:
     def open_stream(self) -> StreamSession:
         buffer = self.services.policy.stream_text == "buffer"
         stream_plan = plan(self.request.headers, self.seq, enforced=self.enforced, buffer=buffer)
-        return RecordedStream(
+        session = RecordedStream if self.keep_answer else StreamSession
+        return session(
             self.request,
             api=self.adapter.api,
             plan=stream_plan,
@@ -231,6 +236,7 @@ class Attempt:
             enforced=self.enforced,
             stream=self.stream,
             observer=self.observer,
+            keep_answer=self.keep_answer,
         )
         # A conversation-less request is its own slot: its retry is attempt 1 of a new one.
         generation = max(record.manifest.attempt, self.stream.relay.generation + 1)

@@ -9,7 +9,9 @@ all), recorded by ``RecordedStream`` and kept right after the stream ended, so a
 arriving in between gets 409 with ``Retry-After``. A replay is served as it was first
 served: a stream as a stream, a body as a body; ``Turngate-Replay: 1`` tells it apart.
 Kept for ``--replay-ttl`` (default 24 h). A stream longer than ``MAX_RECORDED`` is not
-kept: its retries get 409.
+kept: its retries get 409. Only an answer a retry can reach is kept (``keeps_answer`` in
+dispatch.py): a request with a conversation id or an Idempotency-Key; one with neither is
+its own operation, and nothing of its answer is written or recorded.
 
 Client keys: ``Idempotency-Key`` (any printable value up to 255 characters) is scoped by the
 caller's credential hash, so one API key never reaches another's answer, and bound to the
@@ -161,6 +163,7 @@ class Committer(Protocol):
     services: Services
     manifest: DispatchManifest
     enforced: bool
+    keep_answer: bool
     open: bool
 
     async def quarantine(self, entry: dict[str, Any]) -> None: ...
@@ -181,16 +184,18 @@ async def commit_answer(
     *,
     sent: bool = False,
 ) -> TurngateError | None:
-    """Commit a non-streamed answer, kept for replay in the same write. Returns the error the
+    """Commit a non-streamed answer, kept for replay in the same write when the attempt keeps
+    its answer (``keep_answer``). Returns the error the
     client gets instead when the store refuses the turn (the attempt was cancelled or taken
     over): the answer is then quarantined, never delivered. A store that fails answers
     None: the client's answer never waits on a broken store (the operation stays in flight
     and the next start makes it UNKNOWN)."""
     owner.open = False
     services, manifest = owner.services, owner.manifest
-    kept = StoredResponse(
-        status, content_type, data, False, services.clock() + services.settings.replay_ttl
-    )
+    kept = None
+    if owner.keep_answer:
+        expires_at = services.clock() + services.settings.replay_ttl
+        kept = StoredResponse(status, content_type, data, False, expires_at)
     try:
         record = await record_commit(
             services, manifest, turn, enforced=owner.enforced, response=kept, sent=sent
