@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tests.graph.chat_builders import body, user
@@ -271,3 +272,60 @@ async def test_sigterm_drains_the_request_in_flight_and_exits_zero(
     assert OPENAI_KEY not in log
     ((_op, state, _m),) = stored_operations(turngate.state)
     assert state == "COMMITTED"
+
+
+WORD_EVERY = 0.05
+
+
+def _chunk(delta: dict[str, Any]) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": None}
+    envelope = {"id": "chatcmpl-words", "object": "chat.completion.chunk", "created": 1}
+    return b"data: " + orjson.dumps({**envelope, "model": "gpt-4o", "choices": [choice]}) + b"\n\n"
+
+
+async def test_a_client_that_leaves_mid_text_stops_the_relay(
+    aiohttp_server: Any, tmp_path: Path, unused_tcp_port: int
+) -> None:
+    # Previewed text goes out on the relay's quick path, straight to the client's response.
+    # `turngate serve` does not cancel a handler whose client left (aiohttp's test server
+    # does): the write that finds the client gone must end the stream.
+    served = [0]
+
+    async def words(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(_chunk({"role": "assistant", "content": ""}))
+        for _ in range(400):
+            await asyncio.sleep(WORD_EVERY)
+            await response.write(_chunk({"content": " word"}))
+            served[0] += 1
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", words)
+    server: TestServer = await aiohttp_server(app)
+    process = Turngate(unused_tcp_port, tmp_path / "state.db", f"http://127.0.0.1:{server.port}")
+    await process.start()
+    try:
+        request = body(user("count"))
+        request["stream"] = True
+        async with aiohttp.ClientSession() as session:
+            resp = await session.post(process.url + CHAT, json=request, headers=JSON)
+            operation_id = resp.headers["Turngate-Operation-Id"]
+            seen = 0
+            while seen < 5:
+                seen += (await resp.content.readany()).count(b" word")
+            resp.close()  # the client leaves: its connection is closed
+        await asyncio.sleep(4 * WORD_EVERY)
+        after_leaving = served[0]
+        await asyncio.sleep(6 * WORD_EVERY)
+        # Nothing reads the upstream any more: its writes stop.
+        assert served[0] <= after_leaving + 2
+        record = await operation_of(process.url, operation_id)
+        assert record["state"] == "UNKNOWN"
+        assert record["history"][-1]["detail"] == "client disconnected"
+        # ... and is not taken for the upstream's connection breaking.
+        assert "upstream stream broke" not in process.output()
+    finally:
+        process.stop()

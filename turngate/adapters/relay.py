@@ -131,7 +131,7 @@ class StreamRelay:
         self._limits = (max_line, max_frame)
         self._lanes: dict[int, tuple[SSEDecoder, StreamDecoder]] = {}
         self.generation = generation
-        lane = self._live = self._lane(generation)
+        lane = self._go_live(self._lane(generation))
         self.assembler = StreamAssembler(
             api=api,
             tools=tools,
@@ -176,8 +176,8 @@ class StreamRelay:
     def feed(self, data: bytes, *, generation: int | None = None) -> bytes:
         if generation is None or generation == self.generation:
             lane = self._live
-            if self._data_only:
-                decoder = cast(DataStreamDecoder, lane[1])
+            decoder = self._live_data
+            if decoder is not None:
                 payload = lane[0].single(data)
                 if payload is not None:
                     return self._one_frame(decoder, payload, data, generation)
@@ -237,18 +237,25 @@ class StreamRelay:
         max_line, max_frame = self._limits
         _, decoder = self._lane(self.generation)
         lane = (SSEDecoder(max_line=max_line, max_frame=max_frame), decoder)
-        self._lanes[self.generation] = self._live = lane
+        self._lanes[self.generation] = self._go_live(lane)
 
     def restart(self, generation: int) -> bytes:
         """A new attempt generation (a retry from the manifest bytes) takes over."""
         self.generation = generation
-        lane = self._live = self._lane(generation)
+        lane = self._go_live(self._lane(generation))
         self.assembler.builder = lane[1].build_block
         self._failure_written = False
         self._held = b""
         self.cursor = None
         self._numbered = False
         return self._write(self.assembler.activate(generation))
+
+    def _go_live(self, lane: tuple[SSEDecoder, StreamDecoder]) -> tuple[SSEDecoder, StreamDecoder]:
+        """Make ``lane`` the active generation's. Its decoder is also kept as a data-only
+        decoder when it is one, for ``feed``'s one-line frames (no cast per chunk)."""
+        self._live = lane
+        self._live_data = cast(DataStreamDecoder, lane[1]) if self._data_only else None
+        return lane
 
     def _lane(self, generation: int) -> tuple[SSEDecoder, StreamDecoder]:
         lane = self._lanes.get(generation)

@@ -235,6 +235,8 @@ def _observed(owner: Committer, record: OperationRecord, *, sent: bool = False) 
 class RecordedStream(StreamSession):
     """A stream session that records what it writes to the client, to keep it for replay."""
 
+    keeps_copy = True
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recorded: bytearray | None = bytearray()

@@ -168,6 +168,9 @@ class StreamEnd(StrEnum):
 class StreamSession:
     """The client's side of one streamed request, across the attempts that serve it."""
 
+    # Whether ``_record`` sees every write (a subclass that keeps a copy for replay).
+    keeps_copy = False
+
     def __init__(
         self,
         request: web.Request,
@@ -270,8 +273,16 @@ class StreamSession:
                     out = relay.feed(chunk)
                     if relay.quick and previews:
                         # More text of previewed blocks, nothing else (no commit, failure,
-                        # end or handle): written, without the step's checks.
-                        await self._write(out)
+                        # end or handle): written, without the step's checks, and straight
+                        # to the client once its response is open and no copy is kept.
+                        response = self.response
+                        if response is None or self.keeps_copy:
+                            await self._write(out)
+                        else:
+                            try:
+                                await response.write(out)
+                            except ConnectionResetError as exc:
+                                raise ClientGone from exc
                         stop = None
                     else:
                         stop = await self._settle(owner, chunk, out)
@@ -439,7 +450,8 @@ class StreamSession:
     async def _write(self, data: bytes) -> None:
         if not data:
             return
-        self._record(data)
+        if self.keeps_copy:
+            self._record(data)
         # ``is None``: a StreamResponse's truth is a Python method call.
         response = self.response
         if response is None:
@@ -450,7 +462,8 @@ class StreamSession:
             raise ClientGone from exc
 
     def _record(self, data: bytes) -> None:
-        """Called with every non-empty write to the client, before it; a subclass keeps them."""
+        """Called with every non-empty write to the client, before it, when ``keeps_copy``:
+        a subclass keeps them."""
 
     async def _prepare(self) -> web.StreamResponse:
         response = web.StreamResponse(status=self._status, reason=self._reason)
