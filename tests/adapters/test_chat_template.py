@@ -21,8 +21,10 @@ from tests.adapters import stream_faults as faults
 from tests.fixtures_dir import fixture_params
 from turngate.adapters.openai_chat.stream import ChatStreamDecoder
 from turngate.adapters.openai_chat.template import ChunkTemplate, template_of
+from turngate.adapters.relay import StreamRelay
 from turngate.errors import TurngateError
 from turngate.graph.events import StreamEvent, TextDelta
+from turngate.graph.turn import AssistantTurn
 
 CHAT_STREAMS = fixture_params("openai-chat/*.sse")
 # What an envelope string may hold: quotes, backslashes, the keys the template looks for.
@@ -159,3 +161,121 @@ def test_a_template_cuts_only_where_the_probe_finds_the_strings() -> None:
     # Spaced JSON: the hole cannot be found as orjson writes it.
     spaced = data.replace(b'"content":"hi"', b'"content": "hi"')
     assert template_of(spaced, orjson.loads(spaced), "hi") is None
+
+
+# --- whole frames through the relay: the template read on the frame (quick_frame) ---------
+
+
+def _relays() -> tuple[StreamRelay, StreamRelay]:
+    on, off = StreamRelay("openai_chat"), StreamRelay("openai_chat")
+    decoder = off._live[1]
+    assert isinstance(decoder, ChatStreamDecoder)
+    decoder._templates_left = 0
+    return on, off
+
+
+def _relayed(relay: StreamRelay, reads: list[bytes]) -> list[Any]:
+    """What the relay gives for each read, then at the end of the stream."""
+    out: list[Any] = [(relay.feed(read), relay.quick) for read in reads]
+    tail, outcome = relay.finish()
+    out.append((tail, type(outcome).__name__, getattr(outcome, "rule", None)))
+    if isinstance(outcome, AssistantTurn):
+        out.append([block.semantic() for block in outcome.blocks])
+    return out
+
+
+def _frame(data: bytes) -> bytes:
+    return b"data: " + data + b"\n\n"
+
+
+STOP = _frame(b'{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}')
+DONE = b"data: [DONE]\n\n"
+
+
+@given(
+    envelope=ENVELOPES,
+    obfuscation=st.none() | TRICKY,
+    texts=st.tuples(TRICKY.filter(bool), TRICKY),
+    edit=st.tuples(st.integers(0, 10_000), st.sampled_from(["drop", "insert", "replace"])),
+    byte=st.sampled_from(b'"\\,:{}[]0a \x01\n\r'),
+)
+def test_any_byte_changed_in_a_fitting_frame_relays_as_in_full(
+    envelope: dict[str, Any],
+    obfuscation: str | None,
+    texts: tuple[str, str],
+    edit: tuple[int, str],
+    byte: int,
+) -> None:
+    start = _frame(_chunk(envelope, {"role": "assistant", "content": ""}, obfuscation))
+    base = _frame(_chunk(envelope, {"content": texts[0]}, obfuscation))
+    fitting = _frame(_chunk(envelope, {"content": texts[1]}, obfuscation))
+    at, how = edit[0] % (len(fitting) + 1), edit[1]
+    if how == "drop":
+        changed = fitting[:at] + fitting[at + 1 :]
+    elif how == "insert":
+        changed = fitting[:at] + bytes([byte]) + fitting[at:]
+    else:
+        changed = fitting[:at] + bytes([byte]) + fitting[at + 1 :]
+    # The framing itself may be what changed (a line break, the blank line, ``data:``).
+    on, off = _relays()
+    reads = [start, base, base, changed, fitting, fitting, STOP, DONE]
+    assert _relayed(on, reads) == _relayed(off, reads)
+
+
+def test_a_chunk_sent_over_several_data_lines_cuts_no_frame_template() -> None:
+    chunk = {"id": "c", "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+    data = orjson.dumps(chunk).replace(b'"c",', b'"c",\n')  # JSON allows the line break
+    template = template_of(data, chunk, "hi")
+    assert template is not None
+    assert template.framed() is None
+    # Through the relay: the same chunks as frames of two data lines read as in full.
+    lines = [
+        b"data: " + orjson.dumps(c).replace(b'"c",', b'"c",\ndata: ') + b"\n\n"
+        for c in (
+            {"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+            chunk,
+            chunk,
+            {"id": "c", "choices": [{"index": 0, "delta": {"content": "more"}}]},
+        )
+    ]
+    on, off = _relays()
+    reads = [*lines, STOP, DONE]
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert relayed[-1][0]["text"] == "hihimore"
+
+
+@pytest.mark.parametrize("path", CHAT_STREAMS)
+def test_recorded_streams_relay_alike_with_templates(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = [f.raw for f in faults.split_frames(path.read_bytes())]
+    fits: list[str] = []
+    quick_frame = ChatStreamDecoder.quick_frame
+
+    def counted(self: ChatStreamDecoder, frame: bytes) -> tuple[int, str, int] | None:
+        taken = quick_frame(self, frame)
+        if taken is not None:
+            fits.append(taken[1])
+        return taken
+
+    monkeypatch.setattr(ChatStreamDecoder, "quick_frame", counted)
+    on, off = _relays()
+    assert _relayed(on, reads) == _relayed(off, reads)
+    texts = sum(1 for read in reads if b'"content":"' in read and b'"content":""' not in read)
+    if texts > 3 and b'"content": "' not in path.read_bytes():
+        assert fits, "no recorded text frame was read through its frame template"
+
+
+@pytest.mark.parametrize("cut", [1, 6, 20, -3, -2, -1])
+def test_a_frame_read_in_two_pieces_relays_as_in_full(cut: int) -> None:
+    # The first piece leaves a partial frame with the SSE decoder: the next read is not at a
+    # frame boundary even when it looks like a whole frame.
+    envelope = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+    start = _frame(_chunk(envelope, {"role": "assistant", "content": ""}, "ab"))
+    base, fitting = (_frame(_chunk(envelope, {"content": t}, "cd")) for t in ("one", "two"))
+    reads = [start, base, base, fitting[:cut], fitting[cut:] + fitting, fitting, STOP, DONE]
+    on, off = _relays()
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert relayed[-1][0]["text"] == "oneonetwotwotwo"

@@ -66,6 +66,8 @@ class DataStreamDecoder(StreamDecoder, Protocol):
 
     def quick_text(self, data: bytes) -> tuple[int, str, int] | None: ...
 
+    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None: ...
+
     def decode_data(self, data: bytes, whole: bytes) -> list[StreamEvent]: ...
 
     def parse_data(self, data: bytes, whole: bytes) -> list[StreamEvent]: ...
@@ -178,10 +180,17 @@ class StreamRelay:
             lane = self._live
             decoder = self._live_data
             if decoder is not None:
-                payload = lane[0].single(data)
+                sse = lane[0]
+                # The paced chunk of a text stream: the text template read on the whole
+                # frame answers for the SSE framing too.
+                if sse.at_boundary(len(data)):
+                    taken = decoder.quick_frame(data)
+                    if taken is not None:
+                        return self._more_text(taken, data, generation)
+                payload = sse.single(data)
                 if payload is not None:
                     return self._one_frame(decoder, payload, data, generation)
-                lines = lane[0].data_lines(data)
+                lines = sse.data_lines(data)
                 if lines is not None:
                     return self._data_lines(lines, data, decoder.decode_data, generation)
         else:
@@ -280,21 +289,27 @@ class StreamRelay:
         without the frame list; more text in the envelope of the chunk before goes to the
         assembler without an event when it is more of a previewed block."""
         taken = decoder.quick_text(payload)
-        out: list[bytes] = []
         if taken is not None:
-            index, text, seq = taken
-            if not self._numbered and self.assembler.preview_more(index, text, seq):
-                self.quick = True
-                return data
+            return self._more_text(taken, data, generation)
+        try:
+            events = decoder.parse_data(payload, data)
+        except TurngateError as exc:
             self.quick = False
-            self._feed_events([TextDelta(index, text, seq, data)], generation, out)
-        else:
-            try:
-                events = decoder.parse_data(payload, data)
-            except TurngateError as exc:
-                self.quick = False
-                return self._write(self._fail(exc, generation))
-            self.quick = self._events(events, generation, out)
+            return self._write(self._fail(exc, generation))
+        out: list[bytes] = []
+        self.quick = self._events(events, generation, out)
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def _more_text(self, taken: tuple[int, str, int], data: bytes, generation: int | None) -> bytes:
+        """A frame the decoder took as more text (``quick_text``): relayed as it came when
+        it is more of a previewed block, through the assembler as a ``TextDelta`` else."""
+        index, text, seq = taken
+        if not self._numbered and self.assembler.preview_more(index, text, seq):
+            self.quick = True
+            return data
+        self.quick = False
+        out: list[bytes] = []
+        self._feed_events([TextDelta(index, text, seq, data)], generation, out)
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _data_lines(

@@ -151,6 +151,18 @@ class SSEDecoder:
             frames += self._scan(final=False)
         return frames
 
+    def at_boundary(self, size: int) -> bool:
+        """Whether a read of ``size`` bytes that is exactly one frame of one ``data:`` line
+        with no CR (``single``'s other conditions, which a caller may know another way)
+        would be returned by ``feed`` as that one frame, with no state changed."""
+        return (
+            self._plain
+            and self._started
+            and not self._buf
+            and size - 2 <= self.max_line
+            and size <= self.max_frame
+        )
+
     def single(self, data: bytes) -> bytes | None:
         """The ``data`` of ``data`` when it is exactly one frame of one ``data:`` line read
         at a frame boundary (an LLM's paced chunk): ``feed`` would return that one frame and

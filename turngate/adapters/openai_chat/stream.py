@@ -65,6 +65,8 @@ class ChatStreamDecoder:
         self._stopped: set[int] = set()
         self._counts: dict[int, int] = {}
         self._template: ChunkTemplate | None = None
+        # The same template for the chunk's whole frame (``ChunkTemplate.framed``).
+        self._frame_template: ChunkTemplate | None = None
         self._templates_left = _TEMPLATES_PER_STREAM
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
@@ -77,7 +79,16 @@ class ChatStreamDecoder:
         text, nothing else changed), as the (block index, text, sequence number) of the
         ``TextDelta`` that ``decode_data`` gives for it; the number is taken. None: not
         such a chunk, nothing taken."""
-        template, index = self._template, self._text
+        return self._take(self._template, data)
+
+    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
+        """``quick_text`` of a whole frame, ``data: `` and blank line included, read at a
+        frame boundary (``SSEDecoder.at_boundary``): a frame that fits is one frame of one
+        ``data`` line, so the SSE decoder need not look at it."""
+        return self._take(self._frame_template, frame)
+
+    def _take(self, template: ChunkTemplate | None, data: bytes) -> tuple[int, str, int] | None:
+        index = self._text
         if template is None or index is None:
             return None
         text = template.text_of(data)
@@ -105,7 +116,8 @@ class ChatStreamDecoder:
         if fast is not None:
             if type(fast) is TextDelta and self._templates_left:
                 self._templates_left -= 1
-                self._template = template_of(data, chunk, fast.text)
+                template = self._template = template_of(data, chunk, fast.text)
+                self._frame_template = None if template is None else template.framed()
             # Only its one string is kept, and the frame is relayed as it came (text) or not
             # at all (arguments): nothing of it is written back, so its nesting is no risk.
             return [fast]

@@ -52,15 +52,33 @@ class ChunkTemplate:
             if middle is None:
                 text = orjson.loads(data[start:end])
             else:
-                at = data.find(middle, start + 1, end - 1)
-                if at < 0:
-                    return None
-                orjson.loads(data[at + len(middle) - 1 : end])
+                # The middle ends with the quote that opens the obfuscation string, the last
+                # quote of the chunk's holes unless that string holds an escaped one.
+                at = data.rfind(b'"', start + 1, end - 1) - len(middle) + 1
+                if at <= start or not data.startswith(middle, at):
+                    at = data.find(middle, start + 1, end - 1)
+                    if at < 0:
+                        return None
+                # OpenAI's obfuscation strings are letters and digits: a valid string body
+                # as they stand. Anything else is parsed.
+                if not data[at + len(middle) : end - 1].isalnum():
+                    orjson.loads(data[at + len(middle) - 1 : end])
                 text = orjson.loads(data[start : at + 1])
         except orjson.JSONDecodeError:
             return None
         # ``"`` + body + ``"`` that parses is a string: the hole was one string body.
         return text if type(text) is str else None
+
+    def framed(self) -> ChunkTemplate | None:
+        """This template for a whole SSE frame of the chunk as one ``data:`` line (``data: ``
+        before it, the blank line after it); None when a fixed part holds a line break: the
+        chunk came in a frame of several data lines, and a frame matching the template
+        would not be one line. A frame that fits a framed template is one frame of one line
+        with no CR: its holes parse as JSON strings, which hold no raw line breaks."""
+        fixed = self.prefix + (self.middle or b"") + self.suffix
+        if fixed.find(b"\n") >= 0 or fixed.find(b"\r") >= 0:
+            return None
+        return ChunkTemplate(b"data: " + self.prefix, self.middle, self.suffix + b"\n\n")
 
     def filled(self, text: str, obfuscation: str) -> bytes:
         """The template with ``text`` (and ``obfuscation``) in its holes."""
