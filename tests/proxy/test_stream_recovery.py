@@ -100,6 +100,29 @@ async def test_a_stream_closed_before_its_first_byte_is_retried_once(
     COUNTS["proxy recovery: streams retried once and committed"] += 1
 
 
+@pytest.mark.parametrize("sqlite", [True, False], ids=["sqlite", "memory"])
+@pytest.mark.parametrize("api", APIS)
+async def test_an_idempotency_key_follows_the_retry_that_answered(
+    stream_stack: StackFactory, api: str, sqlite: bool
+) -> None:
+    # The first attempt closed before its first byte and the retry committed: the client's
+    # key must now name the retry, so sending the request again replays its answer instead
+    # of asking the provider a second time.
+    path = tool_stream(api)
+    data = path.read_bytes()
+    stack = await stream_stack(sqlite=sqlite)
+    stack.upstream.script(Script(data, cut=0, end="fin"), Script(data))
+    key = {"Idempotency-Key": f"order-{api}"}
+    run = await stack.post(api, recorded_request(path), key)
+    assert (run.status, run.broken) == (200, False)
+    again = await stack.post(api, recorded_request(path), key)
+    assert (again.status, again.broken) == (200, False)
+    assert again.headers["Turngate-Replay"] == "1"
+    assert again.headers["Turngate-Operation-Id"] == run.headers["Turngate-Operation-Id"]
+    assert again.body == run.body
+    assert len(stack.upstream.received) == 2
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_only_one_retry(stream_stack: StackFactory, api: str) -> None:
     path = tool_stream(api)

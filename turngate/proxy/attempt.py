@@ -59,6 +59,7 @@ from turngate.proxy.upstream import (
     outbound_headers,
     unavailable,
 )
+from turngate.state.conversations import ClientKey
 from turngate.state.machine import DispatchState, Transition
 from turngate.state.store import ClaimConflict, OperationRecord
 
@@ -104,6 +105,7 @@ class Attempt:
         stream: StreamSession | None = None,
         observer: DispatchObserver | None = None,
         keep_answer: bool = False,
+        client_key: ClientKey | None = None,
     ) -> None:
         self.request = request
         self.route = route
@@ -115,6 +117,9 @@ class Attempt:
         # Whether the answer is kept for replay: only a retry that names the same slot or key
         # (a conversation id, an Idempotency-Key) can ever be answered with it (replay.py).
         self.keep_answer = keep_answer
+        # The client's Idempotency-Key: a retry's claim takes it over, so that it names the
+        # attempt that answers.
+        self.client_key = client_key
         # The client's side of a streamed request, shared by the attempts that serve it.
         self.stream = stream
         # The bytes are out (handed to the socket); SEND's write, once started; its timer.
@@ -211,7 +216,7 @@ class Attempt:
             created_at=now,
         )
         try:
-            record = await self.services.store.claim(draft, now=now)
+            record = await self.services.store.claim(draft, now=now, client_key=self.client_key)
         except TurngateError as exc:
             log.warning("no retry for %s: %s", self.manifest.operation_id, exc.rule)
             if isinstance(exc, ClaimConflict):
@@ -237,6 +242,7 @@ class Attempt:
             stream=self.stream,
             observer=self.observer,
             keep_answer=self.keep_answer,
+            client_key=self.client_key,
         )
         # A conversation-less request is its own slot: its retry is attempt 1 of a new one.
         generation = max(record.manifest.attempt, self.stream.relay.generation + 1)

@@ -155,6 +155,7 @@ async def _dispatch(
         enforced=prepared.enforced,
         observer=observer,
         keep_answer=keeps_answer(prepared),
+        client_key=prepared.client_key,
     )
     attempt.headers.update(prepared.headers)
     try:
