@@ -349,11 +349,12 @@ def breakdown(body: bytes, rounds: int = 50) -> dict[str, float]:
 
 async def store_round_trips(requests: int = 200) -> float:
     """Process CPU (both threads) of one quick non-streamed request's SQLite writes, in
-    microseconds: the claim, then the COMMIT that carries SEND (proxy/attempt.py).
+    microseconds: the claim, then the COMMIT that carries SEND (proxy/attempt.py). Like the
+    load above, the request has no conversation id and no Idempotency-Key: no answer is
+    kept for replay (proxy/replay.py).
 
     The fsyncs themselves are waits, not CPU; their wall time depends on the disk.
     """
-    from turngate.state.conversations import StoredResponse
     from turngate.state.manifest import DispatchManifest
     from turngate.state.sqlite import SQLiteStore
 
@@ -379,11 +380,8 @@ async def store_round_trips(requests: int = 200) -> float:
             created_at=time.time(),
         )
         await store.claim(draft, now=time.time())
-        answer = StoredResponse(200, "application/json", ANSWER, False, time.time() + 60)
         digest = "sha256:" + "f" * 64
-        await store.commit_turn(
-            draft.operation_id, digest=digest, now=time.time(), response=answer, sent=True
-        )
+        await store.commit_turn(draft.operation_id, digest=digest, now=time.time(), sent=True)
 
     try:
         for n in range(20):
