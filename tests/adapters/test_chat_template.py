@@ -9,6 +9,7 @@ and texts, and for any byte of a chunk changed, added or removed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,30 +112,38 @@ def test_generated_text_chunks_decode_alike(
     assert [e.text for events in in_full for e in events if type(e) is TextDelta] == texts
 
 
-@given(
-    envelope=ENVELOPES,
-    obfuscation=st.none() | TRICKY,
-    texts=st.tuples(TRICKY.filter(bool), TRICKY),
-    edit=st.tuples(st.integers(0, 10_000), st.sampled_from(["drop", "insert", "replace"])),
-    byte=st.sampled_from(b'"\\,:{}[]0a \x01'),
-)
-def test_any_byte_changed_in_a_fitting_chunk_decodes_as_in_full(
-    envelope: dict[str, Any],
-    obfuscation: str | None,
-    texts: tuple[str, str],
-    edit: tuple[int, str],
-    byte: int,
-) -> None:
-    start = _chunk(envelope, {"role": "assistant", "content": ""}, obfuscation)
-    base = _chunk(envelope, {"content": texts[0]}, obfuscation)
-    fitting = _chunk(envelope, {"content": texts[1]}, obfuscation)
-    at, how = edit[0] % (len(fitting) + 1), edit[1]
+# One byte dropped, inserted or replaced, at an offset taken modulo the length.
+EDITS = st.tuples(st.integers(0, 10_000), st.sampled_from(["drop", "insert", "replace"]))
+
+
+def _edited(data: bytes, edit: tuple[int, str], byte: int) -> bytes:
+    at, how = edit[0] % (len(data) + 1), edit[1]
     if how == "drop":
-        changed = fitting[:at] + fitting[at + 1 :]
-    elif how == "insert":
-        changed = fitting[:at] + bytes([byte]) + fitting[at:]
-    else:
-        changed = fitting[:at] + bytes([byte]) + fitting[at + 1 :]
+        return data[:at] + data[at + 1 :]
+    if how == "insert":
+        return data[:at] + bytes([byte]) + data[at:]
+    return data[:at] + bytes([byte]) + data[at + 1 :]
+
+
+@st.composite
+def edited_chunks(
+    draw: st.DrawFn, wrap: Callable[[bytes], bytes], inserts: bytes
+) -> tuple[bytes, bytes, bytes, bytes]:
+    """An opening chunk, a text chunk, another that fits its template, and that one with
+    a byte changed; each as ``wrap`` gives it (the change is made to the wrapped bytes)."""
+    envelope, obfuscation = draw(ENVELOPES), draw(st.none() | TRICKY)
+    texts = draw(st.tuples(TRICKY.filter(bool), TRICKY))
+    start = wrap(_chunk(envelope, {"role": "assistant", "content": ""}, obfuscation))
+    base = wrap(_chunk(envelope, {"content": texts[0]}, obfuscation))
+    fitting = wrap(_chunk(envelope, {"content": texts[1]}, obfuscation))
+    return start, base, fitting, _edited(fitting, draw(EDITS), draw(st.sampled_from(inserts)))
+
+
+@given(edited_chunks(lambda chunk: chunk, b'"\\,:{}[]0a \x01'))
+def test_any_byte_changed_in_a_fitting_chunk_decodes_as_in_full(
+    chunks: tuple[bytes, bytes, bytes, bytes],
+) -> None:
+    start, base, fitting, changed = chunks
     # The first text opens the block, the second cuts the template, the changed one fits it
     # or not.
     with_templates, in_full, _ = _both([start, base, base, changed, fitting])
@@ -192,30 +201,11 @@ STOP = _frame(b'{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop
 DONE = b"data: [DONE]\n\n"
 
 
-@given(
-    envelope=ENVELOPES,
-    obfuscation=st.none() | TRICKY,
-    texts=st.tuples(TRICKY.filter(bool), TRICKY),
-    edit=st.tuples(st.integers(0, 10_000), st.sampled_from(["drop", "insert", "replace"])),
-    byte=st.sampled_from(b'"\\,:{}[]0a \x01\n\r'),
-)
+@given(edited_chunks(_frame, b'"\\,:{}[]0a \x01\n\r'))
 def test_any_byte_changed_in_a_fitting_frame_relays_as_in_full(
-    envelope: dict[str, Any],
-    obfuscation: str | None,
-    texts: tuple[str, str],
-    edit: tuple[int, str],
-    byte: int,
+    frames: tuple[bytes, bytes, bytes, bytes],
 ) -> None:
-    start = _frame(_chunk(envelope, {"role": "assistant", "content": ""}, obfuscation))
-    base = _frame(_chunk(envelope, {"content": texts[0]}, obfuscation))
-    fitting = _frame(_chunk(envelope, {"content": texts[1]}, obfuscation))
-    at, how = edit[0] % (len(fitting) + 1), edit[1]
-    if how == "drop":
-        changed = fitting[:at] + fitting[at + 1 :]
-    elif how == "insert":
-        changed = fitting[:at] + bytes([byte]) + fitting[at:]
-    else:
-        changed = fitting[:at] + bytes([byte]) + fitting[at + 1 :]
+    start, base, fitting, changed = frames
     # The framing itself may be what changed (a line break, the blank line, ``data:``).
     on, off = _relays()
     reads = [start, base, base, changed, fitting, fitting, STOP, DONE]

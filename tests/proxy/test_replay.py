@@ -67,13 +67,19 @@ async def timed(aiohttp_server: Any, tmp_path: Path) -> tuple[Stack, Clock]:
     return stack, clock
 
 
+async def answering(make_stack: Any, tmp_path: Path, state: str) -> Stack:
+    """A stack on ``state`` (memory or an SQLite file) whose upstream answers every chat."""
+    chosen = "memory://" if state == "memory" else f"sqlite://{tmp_path / 'state.db'}"
+    stack: Stack = await make_stack(state=chosen)
+    stack.upstream.reply(CHAT_ANSWER)
+    return stack
+
+
 @pytest.mark.parametrize("state", ["memory", "sqlite"])
 async def test_a_retry_of_a_committed_revision_gets_the_same_answer(
     make_stack: Any, tmp_path: Path, state: str
 ) -> None:
-    chosen = "memory://" if state == "memory" else f"sqlite://{tmp_path / 'state.db'}"
-    stack: Stack = await make_stack(state=chosen)
-    stack.upstream.reply(CHAT_ANSWER)
+    stack = await answering(make_stack, tmp_path, state)
     headers = caller(**{"Turngate-Conversation-Id": "conv-retry"})
     first = await post(stack, CHAT, QUESTION, headers)
     again = await post(stack, CHAT, QUESTION, headers)
@@ -122,9 +128,7 @@ async def test_an_answer_no_retry_can_reach_is_not_kept(
 ) -> None:
     # Without a conversation id or an Idempotency-Key each request is its own operation:
     # the same request again is sent again, so keeping its answer would only cost a write.
-    chosen = "memory://" if state == "memory" else f"sqlite://{tmp_path / 'state.db'}"
-    stack: Stack = await make_stack(state=chosen)
-    stack.upstream.reply(CHAT_ANSWER)
+    stack = await answering(make_stack, tmp_path, state)
     first = await post(stack, CHAT, QUESTION, caller())
     again = await post(stack, CHAT, QUESTION, caller())
     assert first[0] == again[0] == 200
