@@ -61,6 +61,29 @@ def test_migrations_are_numbered_one_by_one() -> None:
     assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        # The claim's slot, a conversation's cancel, its operations, recovery's lookups.
+        "SELECT operation_id, state, attempt FROM operations WHERE conversation_key = 'k'"
+        " AND conversation_revision = 1 AND cancel_generation = 0 ORDER BY attempt",
+        "SELECT operation_id FROM operations WHERE conversation_key = 'k'"
+        " AND state IN ('SENT', 'UNKNOWN') ORDER BY attempt",
+        "SELECT operation_id FROM operations WHERE conversation_key = 'k'"
+        " ORDER BY conversation_revision, cancel_generation, attempt LIMIT 5",
+        "SELECT operation_id FROM operations WHERE state = 'UNKNOWN' LIMIT 5",
+    ],
+)
+def test_the_stores_lookups_search_an_index(tmp_path: Path, query: str) -> None:
+    db = raw(tmp_path / "state.db")
+    try:
+        migrate(db)
+        plan = [row[3] for row in db.execute("EXPLAIN QUERY PLAN " + query)]
+    finally:
+        db.close()
+    assert plan[0].startswith("SEARCH operations USING "), plan
+
+
 @pytest.mark.parametrize("migration", MIGRATIONS, ids=lambda m: f"v{m.version}")
 async def test_a_saved_file_of_every_version_opens_and_works(
     tmp_path: Path, migration: Migration

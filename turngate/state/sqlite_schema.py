@@ -79,6 +79,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "conversations: canonical turns and cancel generations, stored responses, client keys",
         turns.STATEMENTS,
     ),
+    Migration(
+        4,
+        "no operations_by_conversation: the UNIQUE index on (conversation_key, revision, "
+        "cancel generation, attempt) serves its lookups, and each claim wrote both",
+        ("DROP INDEX operations_by_conversation",),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
