@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import uuid
 from typing import Any
 
 import aiohttp
@@ -61,6 +60,7 @@ from turngate.proxy.upstream import (
 )
 from turngate.state.conversations import ClientKey
 from turngate.state.machine import DispatchState, Transition
+from turngate.state.manifest import new_operation_id
 from turngate.state.store import ClaimConflict, OperationRecord
 
 log = logging.getLogger("turngate.proxy")
@@ -210,7 +210,7 @@ class Attempt:
         now = self.services.clock()
         draft = dataclasses.replace(
             self.manifest,
-            operation_id="op_" + uuid.uuid4().hex,
+            operation_id=new_operation_id(),
             attempt=0,
             idempotency_key="",
             created_at=now,

@@ -19,7 +19,6 @@ claim is the store's CAS: from there on every outcome is a state transition (att
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +65,7 @@ from turngate.proxy.replay import ReplayUnavailable, client_key, keep_streamed
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.state.conversations import ClientKey
-from turngate.state.manifest import DispatchManifest
+from turngate.state.manifest import DispatchManifest, new_operation_id
 from turngate.state.store import ClaimConflict, OperationRecord, StateStore
 
 log = logging.getLogger("turngate.proxy")
@@ -192,7 +191,7 @@ async def prepare(
         conversation=conversation,
     )
     stored = await stored_graph(services.store, conversation)
-    operation_id = "op_" + uuid.uuid4().hex
+    operation_id = new_operation_id()
     shadow: ShadowRecord | None = None
     generation = 0
     if decide(policy.mode, seq).enforced:
