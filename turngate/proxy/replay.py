@@ -185,11 +185,11 @@ async def commit_answer(
     sent: bool = False,
 ) -> TurngateError | None:
     """Commit a non-streamed answer, kept for replay in the same write when the attempt keeps
-    its answer (``keep_answer``). Returns the error the
-    client gets instead when the store refuses the turn (the attempt was cancelled or taken
-    over): the answer is then quarantined, never delivered. A store that fails answers
-    None: the client's answer never waits on a broken store (the operation stays in flight
-    and the next start makes it UNKNOWN)."""
+    its answer (``keep_answer``). Returns the error the client gets instead when the store
+    refuses the turn (the attempt was cancelled or taken over): the answer is then
+    quarantined, never delivered. A store that fails answers None: the client's answer
+    never waits on a broken store (the operation stays in flight and the next start makes
+    it UNKNOWN)."""
     owner.open = False
     services, manifest = owner.services, owner.manifest
     kept = None
