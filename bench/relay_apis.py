@@ -1,0 +1,73 @@
+"""The stream relay's own CPU per text frame, for each API, in process.
+
+Run: .venv/bin/python -m bench relay_apis
+
+`bench stream` runs Chat streams through `turngate serve`; this shows what the relay alone
+(`StreamRelay.feed`: SSE framing, the API's decoder, the assembler, the encoder) costs per
+text frame of each API, so a gap between the APIs shows before it shows in a process. Each
+API's recorded text stream from ../shared/fixtures is fed up to its second text frame, then
+that frame N times more (Responses frames renumbered, as a provider numbers them). CPU time
+of this process, best of 5.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+from turngate.adapters.relay import StreamRelay
+from turngate.adapters.sse import SSEDecoder
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+# API -> (recorded text stream, bytes that mark one of its text frames)
+STREAMS = {
+    "openai_chat": ("openai-chat/cc-text-only.sse", b'"content":"'),
+    "openai_responses": ("openai-responses/cc-text-only.sse", b"response.output_text.delta"),
+    "anthropic": ("anthropic/lla-text-only.sse", b'"text_delta"'),
+    "gemini": ("gemini/pai-text-only.sse", b'"text"'),
+}
+FRAMES = 2000
+
+
+def frames_of(path: Path) -> list[bytes]:
+    decoder = SSEDecoder()
+    return [frame.raw for frame in decoder.feed(path.read_bytes()) + decoder.close()]
+
+
+def per_frame(api: str, frames: list[bytes], at: int) -> float:
+    """Seconds of CPU per repeated text frame ``frames[at]``, after the stream's opening."""
+    relay = StreamRelay(api)
+    for frame in frames[:at]:
+        relay.feed(frame)
+    text, reads = frames[at], []
+    for n in range(FRAMES):
+        if api == "openai_responses":
+            text = re.sub(rb'"sequence_number":\d+', b'"sequence_number":%d' % (10_000 + n), text)
+        reads.append(text)
+    started = time.process_time()
+    for read in reads:
+        relay.feed(read)
+    spent = time.process_time() - started
+    if relay.failed:
+        raise RuntimeError(f"{api}: the repeated text frame failed the stream")
+    return spent / FRAMES
+
+
+def main() -> None:
+    if not FIXTURES.is_dir():
+        print(f"recorded fixtures ABSENT ({FIXTURES}): nothing measured")
+        return
+    print(f"StreamRelay per text frame, in process, {FRAMES} frames, best of 5")
+    for api, (name, marker) in STREAMS.items():
+        frames = frames_of(FIXTURES / name)
+        texts = [i for i, frame in enumerate(frames) if marker in frame]
+        at = texts[1] if len(texts) > 1 else texts[0]
+        best = min(per_frame(api, frames, at) for _ in range(5))
+        print(f"{api:<18}{best * 1e6:8.2f} us  ({len(frames[at])} bytes, {name})")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
