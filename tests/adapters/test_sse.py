@@ -263,3 +263,29 @@ def test_recorded_streams_frame_identically_whole_and_byte_by_byte(path: Path) -
     assert b"".join(f.raw for f in whole) == data
     assert not any(f.truncated for f in whole)
     COUNTS["sse frames decoded (whole = byte by byte)"] += len(whole)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    frames=st.lists(
+        st.tuples(_FIELD_TEXT, _FIELD_TEXT, st.sampled_from(["", ": ping\n", "id: 3\n"])),
+        min_size=1,
+        max_size=5,
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=6),
+)
+def test_typed_frames_cut_in_bulk_read_as_line_by_line(
+    frames: list[tuple[str, str, str]], cuts: list[int]
+) -> None:
+    """An ``event`` line then one ``data`` line (Anthropic's and Responses' frames) is cut
+    in bulk from ``\\n`` input; with ``\\r\\n`` the same frames are read line by line. Any
+    event name, any data, with or without a field or comment in between."""
+    lf = "".join(f"event: {e}\n{between}data: {d}\n\n" for e, d, between in frames).encode()
+    found = []
+    for data in (lf, lf.replace(b"\n", b"\r\n")):
+        decoded = decode_split(data, [c for c in cuts if c <= len(data)])
+        found.append([(f.event, f.data, f.id, f.raw.replace(b"\r\n", b"\n")) for f in decoded])
+    assert found[0] == found[1]
+    assert [(event, data) for event, data, _ in frames] == [
+        (f_event, f_data.decode()) for f_event, f_data, _, _ in found[0]
+    ]

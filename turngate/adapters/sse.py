@@ -272,13 +272,25 @@ class SSEDecoder:
                 after = at + 2
                 if at - pos > max_line:
                     self._check_lines(bytes(text[pos:at]))
-                if text.startswith(b"data: ", pos) and text.find(b"\n", pos, at) < 0:
-                    # One ``data`` line, the frame of nearly every stream. The fields of a
-                    # block start out empty, so it is the whole frame.
+                head = pos
+                if text.startswith(b"event: ", pos):
+                    line_end = text.find(b"\n", pos, at)
+                    head = at if line_end < 0 else line_end + 1
+                if text.startswith(b"data: ", head) and text.find(b"\n", head, at) < 0:
+                    # One ``data`` line, the frame of nearly every stream, maybe after one
+                    # ``event`` line (typed streams: Anthropic, Responses). The fields of a
+                    # block start out empty, so that is the whole frame.
                     if after - frame_end > self.max_frame:
                         raise SSEFrameTooLarge(f"SSE frame larger than {self.max_frame} bytes")
                     raw = bytes(text[frame_end:after])
-                    frames.append(SSEFrame(raw[pos + 6 - frame_end : at - frame_end], raw=raw))
+                    event = None
+                    if head != pos:
+                        event = raw[pos + 7 - frame_end : head - 1 - frame_end].decode(
+                            "utf-8", "replace"
+                        )
+                    frames.append(
+                        SSEFrame(raw[head + 6 - frame_end : at - frame_end], event, raw=raw)
+                    )
                     pos = seen = frame_end = after
                     continue
                 for line in bytes(text[pos:at]).split(b"\n"):
