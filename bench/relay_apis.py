@@ -6,8 +6,9 @@ Run: .venv/bin/python -m bench relay_apis
 (`StreamRelay.feed`: SSE framing, the API's decoder, the assembler, the encoder) costs per
 text frame of each API, so a gap between the APIs shows before it shows in a process. Each
 API's recorded text stream from ../shared/fixtures is fed up to its second text frame, then
-that frame N times more (Responses frames renumbered, as a provider numbers them). CPU time
-of this process, best of 5.
+that frame N times more (Responses frames renumbered, as a provider numbers them), for a
+short and a long answer: a cost per frame that grows with the answer's length (a string
+grown by copying, say) shows as a larger second column. CPU time of this process, best of 3.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ STREAMS = {
     "anthropic": ("anthropic/lla-text-only.sse", b'"text_delta"'),
     "gemini": ("gemini/pai-text-only.sse", b'"text"'),
 }
-FRAMES = 2000
+LENGTHS = (2_000, 50_000)
 
 
 def frames_of(path: Path) -> list[bytes]:
@@ -36,13 +37,14 @@ def frames_of(path: Path) -> list[bytes]:
     return [frame.raw for frame in decoder.feed(path.read_bytes()) + decoder.close()]
 
 
-def per_frame(api: str, frames: list[bytes], at: int) -> float:
-    """Seconds of CPU per repeated text frame ``frames[at]``, after the stream's opening."""
+def per_frame(api: str, frames: list[bytes], at: int, count: int) -> float:
+    """Seconds of CPU per text frame ``frames[at]`` repeated ``count`` times, after the
+    stream's opening."""
     relay = StreamRelay(api)
     for frame in frames[:at]:
         relay.feed(frame)
     text, reads = frames[at], []
-    for n in range(FRAMES):
+    for n in range(count):
         if api == "openai_responses":
             text = re.sub(rb'"sequence_number":\d+', b'"sequence_number":%d' % (10_000 + n), text)
         reads.append(text)
@@ -52,20 +54,21 @@ def per_frame(api: str, frames: list[bytes], at: int) -> float:
     spent = time.process_time() - started
     if relay.failed:
         raise RuntimeError(f"{api}: the repeated text frame failed the stream")
-    return spent / FRAMES
+    return spent / count
 
 
 def main() -> None:
     if not FIXTURES.is_dir():
         print(f"recorded fixtures ABSENT ({FIXTURES}): nothing measured")
         return
-    print(f"StreamRelay per text frame, in process, {FRAMES} frames, best of 5")
+    print("StreamRelay per text frame, in process, best of 3 (us)")
+    print(f"{'':<18}" + "".join(f"{f'{n:,} frames':>16}" for n in LENGTHS))
     for api, (name, marker) in STREAMS.items():
         frames = frames_of(FIXTURES / name)
         texts = [i for i, frame in enumerate(frames) if marker in frame]
         at = texts[1] if len(texts) > 1 else texts[0]
-        best = min(per_frame(api, frames, at) for _ in range(5))
-        print(f"{api:<18}{best * 1e6:8.2f} us  ({len(frames[at])} bytes, {name})")
+        costs = [min(per_frame(api, frames, at, n) for _ in range(3)) for n in LENGTHS]
+        print(f"{api:<18}" + "".join(f"{cost * 1e6:16.2f}" for cost in costs) + f"  {name}")
     sys.stdout.flush()
 
 

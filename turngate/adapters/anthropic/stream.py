@@ -57,6 +57,10 @@ class AnthropicStreamDecoder:
         self._index: dict[int, int] = {}
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, list[str]] = {}
+        # Streamed text, thinking and signature pieces per (block, key), joined into the
+        # block's final object at its stop: growing the string each delta copied all of it
+        # every time (quadratic in a long answer's deltas).
+        self._grown: dict[tuple[int, str], list[str]] = {}
         self._counts: dict[int, int] = {}
         self._input_tokens: int | None = None
         self._open: int | None = None
@@ -199,16 +203,16 @@ class AnthropicStreamDecoder:
         block = self._blocks[index]
         kind = delta.get("type")
         if kind == "text_delta" and isinstance(delta.get("text"), str):
-            _append(block, "text", delta["text"])
+            self._grow(index, block, "text", delta["text"])
             return TextDelta(index, delta["text"], seq=seq, raw=raw)
         if kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
             self._json[index].append(delta["partial_json"])
             return ArgsDelta(index, delta["partial_json"], seq=seq, raw=raw)
         if kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
-            _append(block, "thinking", delta["thinking"])
+            self._grow(index, block, "thinking", delta["thinking"])
             return ReasoningDelta(index, delta["thinking"], seq=seq, raw=raw)
         if kind == "signature_delta" and isinstance(delta.get("signature"), str):
-            _append(block, "signature", delta["signature"])
+            self._grow(index, block, "signature", delta["signature"])
             return SignatureDelta(index, delta["signature"], seq=seq, raw=raw)
         if kind == "citations_delta" and "citation" in delta:
             citations = block.get("citations")
@@ -219,11 +223,29 @@ class AnthropicStreamDecoder:
             return CitationDelta(index, delta["citation"], seq=seq, raw=raw)
         return OpaqueDelta(index, delta, seq=seq, raw=raw)
 
+    def _grow(self, index: int, block: dict[str, Any], key: str, piece: str) -> None:
+        """Add a streamed piece to the block's final ``key``; what the start gave must be
+        text."""
+        pieces = self._grown.get((index, key))
+        if pieces is None:
+            previous = block.get(key, "")
+            if not isinstance(previous, str):
+                raise UpstreamProtocolError(
+                    f"content block '{key}' is a {type(previous).__name__}, not a string",
+                    rule="stream_malformed",
+                )
+            pieces = self._grown[(index, key)] = [previous]
+        pieces.append(piece)
+
     def _stop(self, payload: dict[str, Any], raw: bytes) -> StreamEvent:
         index = self._block_index(payload)
         if payload.get("index") == self._open:
             self._open = None
         block = self._blocks[index]
+        for key in ("text", "thinking", "signature"):
+            pieces = self._grown.pop((index, key), None)
+            if pieces is not None:
+                block[key] = "".join(pieces)
         arguments = None
         kind = block.get("type")
         if isinstance(kind, str) and kind in _ARGUMENT_BLOCKS:
@@ -259,17 +281,6 @@ class AnthropicStreamDecoder:
                 rule="stream_protocol",
             )
         return index
-
-
-def _append(block: dict[str, Any], key: str, piece: str) -> None:
-    """Grow the block's final ``key`` by a streamed piece; what the start gave must be text."""
-    previous = block.get(key, "")
-    if not isinstance(previous, str):
-        raise UpstreamProtocolError(
-            f"content block '{key}' is a {type(previous).__name__}, not a string",
-            rule="stream_malformed",
-        )
-    block[key] = previous + piece
 
 
 class AnthropicStreamEncoder(StreamEncoder):
