@@ -1,6 +1,7 @@
 """What turngate's stream commit boundary costs, against a bare aiohttp pass-through, same run.
 
-Run: .venv/bin/python -m bench stream     (or: -m bench.stream_overhead [--quick])
+Run: .venv/bin/python -m bench stream     (or: -m bench.stream_overhead [--quick] [--api API])
+     --api anthropic: the same streams as Anthropic Messages events (default: openai_chat)
 
 Processes as in bench/proxy_latency.py, each pinned: a fake Chat Completions upstream that
 streams realistic chunks (about 250 bytes each: id, model, fingerprint, one delta), a bare
@@ -39,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,15 +114,123 @@ def request(kind: str) -> bytes:
     return orjson.dumps(body)
 
 
+def _event(kind: str, payload: dict[str, Any]) -> bytes:
+    data = orjson.dumps({"type": kind, **payload})
+    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+
+
+_MESSAGE = {
+    "id": "msg_01BENCHx0aLkq3N2TtZ5fYpQe",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5-20250929",
+    "content": [],
+    "stop_reason": None,
+    "stop_sequence": None,
+    "usage": {"input_tokens": 25, "output_tokens": 1},
+}
+
+
+def anthropic_text_chunk(text: str) -> bytes:
+    delta = {"type": "text_delta", "text": text}
+    return _event("content_block_delta", {"index": 0, "delta": delta})
+
+
+def _anthropic(block: dict[str, Any], deltas: list[bytes], reason: str) -> list[bytes]:
+    return [
+        _event("message_start", {"message": _MESSAGE}),
+        _event("content_block_start", {"index": 0, "content_block": block}),
+        *deltas,
+        _event("content_block_stop", {"index": 0}),
+        _event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": reason, "stop_sequence": None},
+                "usage": {"output_tokens": 9},
+            },
+        ),
+        _event("message_stop", {}),
+    ]
+
+
+def anthropic_text_stream(chunks: int = CHUNKS) -> list[bytes]:
+    texts = [anthropic_text_chunk(f" word{i}") for i in range(chunks)]
+    return _anthropic({"type": "text", "text": ""}, texts, "end_turn")
+
+
+def anthropic_tool_stream(chunks: int = CHUNKS) -> list[bytes]:
+    block = {"type": "tool_use", "id": "toolu_01BENCHx0aLkq3N2TtZ5fY", "name": "write_notes"}
+    pieces = [
+        _event(
+            "content_block_delta",
+            {"index": 0, "delta": {"type": "input_json_delta", "partial_json": p}},
+        )
+        for p in tool_arguments(chunks)
+    ]
+    return _anthropic({**block, "input": {}}, pieces, "tool_use")
+
+
+def anthropic_request(kind: str) -> bytes:
+    body: dict[str, Any] = {
+        "model": f"bench-{kind}",
+        "max_tokens": 1024,
+        "stream": True,
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    if kind.startswith("tools"):
+        schema = {"type": "object", "properties": {"notes": {"type": "array"}}}
+        body["tools"] = [{"name": "write_notes", "input_schema": schema}]
+    return orjson.dumps(body)
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API's streams: its upstream path, turngate's route prefix for it, its text and
+    tool-argument streams, one text chunk, how many frames open a stream, its request."""
+
+    name: str
+    path: str
+    prefix: str
+    text: Callable[[int], list[bytes]]
+    tools: Callable[[int], list[bytes]]
+    text_chunk: Callable[[str], bytes]
+    opening: int
+    request: Callable[[str], bytes]
+
+
+APIS = {
+    "openai_chat": Api(
+        "openai_chat",
+        CHAT,
+        "/openai",
+        text_stream,
+        tool_stream,
+        lambda text: _chunk({"content": text}),
+        1,
+        request,
+    ),
+    "anthropic": Api(
+        "anthropic",
+        "/v1/messages",
+        "/anthropic",
+        anthropic_text_stream,
+        anthropic_tool_stream,
+        anthropic_text_chunk,
+        2,
+        anthropic_request,
+    ),
+}
+
+
 # -- the servers ---------------------------------------------------------------------------
 
 
-def run_upstream(port: int) -> None:
+def run_upstream(port: int, api: Api = APIS["openai_chat"]) -> None:
     streams = {
-        "bench-text": text_stream(),
-        "bench-tools": tool_stream(),
-        "bench-text-short": text_stream(SHORT),
-        "bench-tools-short": tool_stream(SHORT),
+        "bench-text": api.text(CHUNKS),
+        "bench-tools": api.tools(CHUNKS),
+        "bench-text-short": api.text(SHORT),
+        "bench-tools-short": api.tools(SHORT),
     }
     release = asyncio.Event()
 
@@ -133,7 +243,7 @@ def run_upstream(port: int) -> None:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         if model.endswith("-stamped"):
-            await stamped(response)
+            await stamped(response, api)
             return response
         for at, frame in enumerate(frames):
             if held and at == len(frames) // 2:
@@ -149,24 +259,26 @@ def run_upstream(port: int) -> None:
         return web.Response(text="ok")
 
     app = web.Application()
-    app.router.add_post(CHAT, answer)
+    app.router.add_post(api.path, answer)
     app.router.add_get("/release", set_release)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
-async def stamped(response: web.StreamResponse) -> None:
+async def stamped(response: web.StreamResponse, api: Api) -> None:
     """Paced text chunks, each carrying the moment it was written (CLOCK_MONOTONIC, the same
     clock in every process of the machine)."""
-    await response.write(_chunk({"role": "assistant", "content": ""}))
+    frames = api.text(0)
+    for frame in frames[: api.opening]:
+        await response.write(frame)
     for i in range(CHUNKS):
-        await response.write(_chunk({"content": f" w{i}@{time.perf_counter_ns()}@"}))
+        await response.write(api.text_chunk(f" w{i}@{time.perf_counter_ns()}@"))
         await asyncio.sleep(PACE)
-    await response.write(_chunk({}, "stop"))
-    await response.write(b"data: [DONE]\n\n")
+    for frame in frames[api.opening :]:
+        await response.write(frame)
     await response.write_eof()
 
 
-def run_bare(port: int, upstream: str) -> None:
+def run_bare(port: int, upstream: str, api: Api = APIS["openai_chat"]) -> None:
     session_key = web.AppKey("session", aiohttp.ClientSession)
 
     async def session_ctx(app: web.Application) -> Any:
@@ -177,7 +289,9 @@ def run_bare(port: int, upstream: str) -> None:
     async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
-        async with request.app[session_key].post(upstream + CHAT, data=body, headers=headers) as up:
+        async with request.app[session_key].post(
+            upstream + api.path, data=body, headers=headers
+        ) as up:
             response = web.StreamResponse(status=up.status)
             response.content_type = up.content_type
             await response.prepare(request)
@@ -188,7 +302,7 @@ def run_bare(port: int, upstream: str) -> None:
 
     app = web.Application()
     app.cleanup_ctx.append(session_ctx)
-    app.router.add_post("/openai" + CHAT, forward)
+    app.router.add_post(api.prefix + api.path, forward)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
@@ -247,10 +361,10 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-async def chunk_latency(targets: list[Target], streams: int) -> dict[str, float]:
+async def chunk_latency(targets: list[Target], streams: int, api: Api) -> dict[str, float]:
     """Median microseconds from the upstream writing a paced text chunk to the client reading
     it, per target (targets alternate stream by stream)."""
-    body = request("text").replace(b'"bench-text"', b'"bench-text-stamped"')
+    body = api.request("text").replace(b'"bench-text"', b'"bench-text-stamped"')
     headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
     latencies: dict[str, list[float]] = {t.name: [] for t in targets}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
@@ -297,9 +411,9 @@ def spread(values: list[float]) -> str:
     return f"{mid:.2f}x [{low:.2f}-{high:.2f}]"
 
 
-async def held_memory(url: str, upstream: str, pid: int, streams: int) -> float:
+async def held_memory(url: str, upstream: str, pid: int, streams: int, api: Api) -> float:
     """The proxy's RSS growth, in MB, while ``streams`` streams are open at once."""
-    body = request("text").replace(b'"bench-text"', b'"bench-text-held"')
+    body = api.request("text").replace(b'"bench-text"', b'"bench-text-held"')
     headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         await (await session.get(upstream + "/release?on=0")).release()
@@ -334,17 +448,17 @@ class Target:
     pid: int | None
 
 
-async def run(quick: bool) -> None:
+async def run(quick: bool, api: Api) -> None:
     os.sched_setaffinity(0, {LOAD_CORE})
     ports = {name: free_port() for name in ("upstream", "bare", "turngate", "turngate-sqlite")}
     upstream = f"http://127.0.0.1:{ports['upstream']}"
     me = [sys.executable, "-m", "bench.stream_overhead"]
     state = Path(tempfile.mkdtemp(prefix="turngate-bench-")) / "state.db"
     serve = [sys.executable, "-m", "turngate.cli", "serve", "--log-level", "warning"]
-    serve += ["--upstream-openai", upstream]
+    serve += ["--upstream-openai", upstream, "--upstream-anthropic", upstream]
     processes = [
-        start([*me, "upstream", str(ports["upstream"])], LOAD_CORE),
-        start([*me, "bare", str(ports["bare"]), upstream], PROXY_CORE),
+        start([*me, "upstream", str(ports["upstream"]), api.name], LOAD_CORE),
+        start([*me, "bare", str(ports["bare"]), upstream, api.name], PROXY_CORE),
         start([*serve, "--port", str(ports["turngate"]), "--state", "memory://"], PROXY_CORE),
         start(
             [*serve, "--port", str(ports["turngate-sqlite"]), "--state", f"sqlite://{state}"],
@@ -356,32 +470,34 @@ async def run(quick: bool) -> None:
         await wait_ready(f"http://127.0.0.1:{ports['bare']}/")
         await wait_ready(f"http://127.0.0.1:{ports['turngate']}/healthz")
         await wait_ready(f"http://127.0.0.1:{ports['turngate-sqlite']}/healthz")
+        route = api.prefix + api.path
         targets = [
-            Target("direct", upstream + CHAT, None),
+            Target("direct", upstream + api.path, None),
             Target(
-                "bare pass-through",
-                f"http://127.0.0.1:{ports['bare']}/openai{CHAT}",
-                processes[1].pid,
+                "bare pass-through", f"http://127.0.0.1:{ports['bare']}{route}", processes[1].pid
             ),
             Target(
                 "turngate (memory)",
-                f"http://127.0.0.1:{ports['turngate']}/openai{CHAT}",
+                f"http://127.0.0.1:{ports['turngate']}{route}",
                 processes[2].pid,
             ),
             Target(
                 "turngate (sqlite)",
-                f"http://127.0.0.1:{ports['turngate-sqlite']}/openai{CHAT}",
+                f"http://127.0.0.1:{ports['turngate-sqlite']}{route}",
                 processes[3].pid,
             ),
         ]
         runs, streams, held = (20, 32, 200) if quick else (60, 96, HOLD_STREAMS)
-        print(f"cores: proxies on {PROXY_CORE}, upstream + load on {LOAD_CORE}; {CHUNKS} chunks")
+        print(
+            f"{api.name} streams; cores: proxies on {PROXY_CORE}, upstream + load on "
+            f"{LOAD_CORE}; {CHUNKS} chunks"
+        )
         for kind in ("text", "tools"):
-            await report_kind(kind, targets, runs, streams)
+            await report_kind(kind, targets, runs, streams, api)
         print(f"\npeak memory, {held} streams held open at once (RSS growth of the proxy)")
         for target in targets[1:]:
             assert target.pid is not None
-            grown = await held_memory(target.url, upstream, target.pid, held)
+            grown = await held_memory(target.url, upstream, target.pid, held, api)
             per = grown * 1000 / held
             print(f"{target.name:<20}{grown:8.1f} MB  = {per:7.1f} MB per 1,000 streams")
     finally:
@@ -391,10 +507,10 @@ async def run(quick: bool) -> None:
             process.wait(30)
 
 
-async def report_kind(kind: str, targets: list[Target], runs: int, streams: int) -> None:
-    body = request(kind)
+async def report_kind(kind: str, targets: list[Target], runs: int, streams: int, api: Api) -> None:
+    body = api.request(kind)
     results = await timings(targets, body, runs)
-    paced = request(kind).replace(f'"bench-{kind}"'.encode(), f'"bench-{kind}-paced"'.encode())
+    paced = body.replace(f'"bench-{kind}"'.encode(), f'"bench-{kind}-paced"'.encode())
     short = paced.replace(f'"bench-{kind}-paced"'.encode(), f'"bench-{kind}-short-paced"'.encode())
     proxies = [t for t in targets if t.pid is not None]
     per_batch = await cpu_per_stream(proxies, [paced, short], streams)
@@ -406,7 +522,7 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int)
     }
     cpu = {name: statistics.median(found) for name, found in cpu_rounds.items()}
     marginal = {name: statistics.median(found) for name, found in marginal_rounds.items()}
-    latency = await chunk_latency(targets, max(2, streams // 8)) if kind == "text" else {}
+    latency = await chunk_latency(targets, max(2, streams // 8), api) if kind == "text" else {}
     print(f"\n{kind}: {CHUNKS} chunks")
     header = f"{'':<20}{'TTFB ms':>9}{'total ms':>10}{'added us/chunk':>16}{'after TTFB':>11}"
     header += f"{'CPU us/chunk':>14}{'marginal':>10}"
@@ -452,11 +568,14 @@ def ratios_of(rounds: dict[str, list[float]], name: str, bare: str) -> list[floa
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "upstream":
-        run_upstream(int(args[1]))
+        run_upstream(int(args[1]), APIS[args[2]] if len(args) > 2 else APIS["openai_chat"])
     elif args and args[0] == "bare":
-        run_bare(int(args[1]), args[2])
+        run_bare(int(args[1]), args[2], APIS[args[3]] if len(args) > 3 else APIS["openai_chat"])
     else:
-        asyncio.run(run(quick="--quick" in args))
+        name = args[args.index("--api") + 1] if "--api" in args else "openai_chat"
+        if name not in APIS:
+            raise SystemExit(f"--api {name}: one of {', '.join(APIS)}")
+        asyncio.run(run(quick="--quick" in args, api=APIS[name]))
 
 
 if __name__ == "__main__":
