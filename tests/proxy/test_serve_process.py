@@ -286,7 +286,7 @@ def _chunk(delta: dict[str, Any]) -> bytes:
 async def test_a_client_that_leaves_mid_text_stops_the_relay(
     aiohttp_server: Any, tmp_path: Path, unused_tcp_port: int
 ) -> None:
-    # Previewed text goes out on the relay's quick path, straight to the client's response.
+    # Previewed text goes out on the relay's quick path (no step checks per chunk).
     # `turngate serve` does not cancel a handler whose client left (aiohttp's test server
     # does): the write that finds the client gone must end the stream.
     served = [0]

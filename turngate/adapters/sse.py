@@ -155,32 +155,26 @@ class SSEDecoder:
         """Whether a read of ``size`` bytes that is exactly one frame of one ``data:`` line
         with no CR (``single``'s other conditions, which a caller may know another way)
         would be returned by ``feed`` as that one frame, with no state changed."""
-        return (
-            self._plain
-            and self._started
-            and not self._buf
-            and size - 2 <= self.max_line
-            and size <= self.max_frame
-        )
+        return self._between_frames() and size - 2 <= self.max_line and size <= self.max_frame
+
+    def _between_frames(self) -> bool:
+        # Plain ``\n`` input, past its start, nothing of a frame held: the next byte read
+        # starts a frame. (``close`` ends plain mode: a closed decoder never is.)
+        return self._plain and self._started and not self._buf
 
     def single(self, data: bytes) -> bytes | None:
         """The ``data`` of ``data`` when it is exactly one frame of one ``data:`` line read
         at a frame boundary (an LLM's paced chunk): ``feed`` would return that one frame and
         change no state. None: anything else, for ``feed``."""
         last = len(data) - 2
-        # (``close`` ends plain mode: a closed decoder never passes.)
         if (
-            self._plain
-            and self._started
-            and not self._buf
+            self.at_boundary(len(data))
             and data.startswith(b"data: ")
             and data.find(b"\n") == last
             and data[-1] == _LF
             # ``find``, not ``in``: bytes' ``in`` tries its operand as an int first and
             # raises and clears a TypeError on every call.
             and data.find(b"\r") < 0
-            and last <= self.max_line
-            and last + 2 <= self.max_frame
         ):
             return data[6:last]
         return None
@@ -190,7 +184,7 @@ class SSEDecoder:
         two or more whole frames of one ``data:`` line each, read at a frame boundary (paced
         chunks that queued up while the proxy was busy): ``feed`` would return those frames
         and change no state. None: anything else, for ``feed``."""
-        if not (self._plain and self._started and not self._buf) or data.find(b"\r") >= 0:
+        if not self._between_frames() or data.find(b"\r") >= 0:
             return None
         lines = data.split(b"\n\n")
         if len(lines) < 3 or lines.pop():

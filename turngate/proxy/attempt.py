@@ -104,7 +104,6 @@ class Attempt:
         enforced: bool,
         stream: StreamSession | None = None,
         observer: DispatchObserver | None = None,
-        keep_answer: bool = False,
         client_key: ClientKey | None = None,
     ) -> None:
         self.request = request
@@ -114,9 +113,6 @@ class Attempt:
         self.seq = seq
         self.manifest = record.manifest
         self.enforced = enforced
-        # Whether the answer is kept for replay: only a retry that names the same slot or key
-        # (a conversation id, an Idempotency-Key) can ever be answered with it (replay.py).
-        self.keep_answer = keep_answer
         # The client's Idempotency-Key: a retry's claim takes it over, so that it names the
         # attempt that answers.
         self.client_key = client_key
@@ -138,6 +134,16 @@ class Attempt:
         # The dispatch's span, metrics and log line fields (observe.py).
         self.observer = observer if observer is not None else quiet_observer(request)
         self.observer.claimed(record)
+
+    @property
+    def keep_answer(self) -> bool:
+        """Whether the answer is kept for replay. Only a retry that claims the same slot (the
+        same conversation revision) or the same Idempotency-Key can be answered with a kept
+        answer; a request with neither is its own operation (SPEC §4), so its answer, which
+        no retry could ever reach, is neither written to the store nor copied as it streams."""
+        return self.enforced and (
+            self.manifest.conversation_id is not None or self.client_key is not None
+        )
 
     async def run(self, outbound: Outbound) -> web.StreamResponse:
         if self.manifest.stream and self.stream is None:
@@ -241,7 +247,6 @@ class Attempt:
             enforced=self.enforced,
             stream=self.stream,
             observer=self.observer,
-            keep_answer=self.keep_answer,
             client_key=self.client_key,
         )
         # A conversation-less request is its own slot: its retry is attempt 1 of a new one.

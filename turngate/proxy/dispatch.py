@@ -153,7 +153,6 @@ async def _dispatch(
         record=claimed,
         enforced=prepared.enforced,
         observer=observer,
-        keep_answer=keeps_answer(prepared),
         client_key=prepared.client_key,
     )
     attempt.headers.update(prepared.headers)
@@ -333,16 +332,6 @@ async def keep_after_claim(services: Services, prepared: Prepared) -> None:
     conversation = prepared.draft.conversation_id
     if prepared.graph is not None and conversation is not None:
         await keep_in_log(services.store, graph_log(conversation), prepared.graph, now=now, keep=1)
-
-
-def keeps_answer(prepared: Prepared) -> bool:
-    """Whether the answer is kept for replay. Only a retry that claims the same slot (the
-    same conversation revision) or the same Idempotency-Key can be answered with a kept
-    answer; a request with neither is its own operation (SPEC §4), so its answer, which no
-    retry could ever reach, is not written to the store or recorded while it streams."""
-    return prepared.enforced and (
-        prepared.draft.conversation_id is not None or prepared.client_key is not None
-    )
 
 
 # Claims of one request: the first, and one more for each attempt found over in the way.

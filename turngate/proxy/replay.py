@@ -9,8 +9,8 @@ all), recorded by ``RecordedStream`` and kept right after the stream ended, so a
 arriving in between gets 409 with ``Retry-After``. A replay is served as it was first
 served: a stream as a stream, a body as a body; ``Turngate-Replay: 1`` tells it apart.
 Kept for ``--replay-ttl`` (default 24 h). A stream longer than ``MAX_RECORDED`` is not
-kept: its retries get 409. Only an answer a retry can reach is kept (``keeps_answer`` in
-dispatch.py): a request with a conversation id or an Idempotency-Key; one with neither is
+kept: its retries get 409. Only an answer a retry can reach is kept (``Attempt.keep_answer``
+in attempt.py): a request with a conversation id or an Idempotency-Key; one with neither is
 its own operation, and nothing of its answer is written or recorded.
 
 Client keys: ``Idempotency-Key`` (any printable value up to 255 characters) is scoped by the
@@ -163,8 +163,10 @@ class Committer(Protocol):
     services: Services
     manifest: DispatchManifest
     enforced: bool
-    keep_answer: bool
     open: bool
+
+    @property
+    def keep_answer(self) -> bool: ...
 
     async def quarantine(self, entry: dict[str, Any]) -> None: ...
 

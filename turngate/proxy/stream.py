@@ -273,16 +273,8 @@ class StreamSession:
                     out = relay.feed(chunk)
                     if relay.quick and previews:
                         # More text of previewed blocks, nothing else (no commit, failure,
-                        # end or handle): written, without the step's checks, and straight
-                        # to the client once its response is open and no copy is kept.
-                        response = self.response
-                        if response is None or self.keeps_copy:
-                            await self._write(out)
-                        else:
-                            try:
-                                await response.write(out)
-                            except ConnectionResetError as exc:
-                                raise ClientGone from exc
+                        # end or handle): written, without the step's checks.
+                        await self._write(out)
                         stop = None
                     else:
                         stop = await self._settle(owner, chunk, out)
