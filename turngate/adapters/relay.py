@@ -60,13 +60,23 @@ class StreamDecoder(Protocol):
     ) -> AnyBlock | None: ...
 
 
-class DataStreamDecoder(StreamDecoder, Protocol):
+class TemplateStreamDecoder(StreamDecoder, Protocol):
+    """A decoder that reads a whole frame of more text through the template of the text
+    frame before it (adapters/template.py)."""
+
+    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
+        """A read that is one whole frame fitting the template of the block's text frame
+        before it, given at a frame boundary (``SSEDecoder.at_boundary``), as the (block
+        index, text, sequence number) of the ``TextDelta`` that decoding it gives, its
+        decoder state taken as that decoding would. None: nothing taken."""
+        ...
+
+
+class DataStreamDecoder(TemplateStreamDecoder, Protocol):
     """A decoder of a data-only stream (Chat): a frame is read from its ``data`` and bytes
     alone, and more text in the envelope of the chunk before is read from its text."""
 
     def quick_text(self, data: bytes) -> tuple[int, str, int] | None: ...
-
-    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None: ...
 
     def decode_data(self, data: bytes, whole: bytes) -> list[StreamEvent]: ...
 
@@ -128,8 +138,10 @@ class StreamRelay:
     ) -> None:
         self.api = api
         self._decoder_class, encoder_class = stream_codec(api)
-        # Every lane's decoder is of this one class: read one-line frames without the list.
+        # Every lane's decoder is of this one class: read one-line frames without the list,
+        # and frames of more text through their template.
         self._data_only = hasattr(self._decoder_class, "decode_data")
+        self._templates = hasattr(self._decoder_class, "quick_frame")
         self._limits = (max_line, max_frame)
         self._lanes: dict[int, tuple[SSEDecoder, StreamDecoder]] = {}
         self.generation = generation
@@ -178,15 +190,16 @@ class StreamRelay:
     def feed(self, data: bytes, *, generation: int | None = None) -> bytes:
         if generation is None or generation == self.generation:
             lane = self._live
+            sse = lane[0]
+            quick = self._live_template
+            # The paced chunk of a text stream: the text template read on the whole frame
+            # answers for the SSE framing too.
+            if quick is not None and sse.at_boundary(len(data)):
+                taken = quick.quick_frame(data)
+                if taken is not None:
+                    return self._more_text(taken, data, generation)
             decoder = self._live_data
             if decoder is not None:
-                sse = lane[0]
-                # The paced chunk of a text stream: the text template read on the whole
-                # frame answers for the SSE framing too.
-                if sse.at_boundary(len(data)):
-                    taken = decoder.quick_frame(data)
-                    if taken is not None:
-                        return self._more_text(taken, data, generation)
                 payload = sse.single(data)
                 if payload is not None:
                     return self._one_frame(decoder, payload, data, generation)
@@ -261,9 +274,12 @@ class StreamRelay:
 
     def _go_live(self, lane: tuple[SSEDecoder, StreamDecoder]) -> tuple[SSEDecoder, StreamDecoder]:
         """Make ``lane`` the active generation's. Its decoder is also kept as a data-only
-        decoder when it is one, for ``feed``'s one-line frames (no cast per chunk)."""
+        and as a template decoder when it is one, for ``feed``'s quick paths (no cast per
+        chunk)."""
         self._live = lane
         self._live_data = cast(DataStreamDecoder, lane[1]) if self._data_only else None
+        decoder = cast(TemplateStreamDecoder, lane[1]) if self._templates else None
+        self._live_template = decoder
         return lane
 
     def _lane(self, generation: int) -> tuple[SSEDecoder, StreamDecoder]:
@@ -301,10 +317,12 @@ class StreamRelay:
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _more_text(self, taken: tuple[int, str, int], data: bytes, generation: int | None) -> bytes:
-        """A frame the decoder took as more text (``quick_text``): relayed as it came when
-        it is more of a previewed block, through the assembler as a ``TextDelta`` else."""
+        """A frame the decoder took as more text (``quick_text``, ``quick_frame``): relayed
+        as it came when it is more of a previewed block, through the assembler as a
+        ``TextDelta`` else."""
         index, text, seq = taken
-        if not self._numbered and self.assembler.preview_more(index, text, seq):
+        if self.assembler.preview_more(index, text, seq):
+            self._count(None, seq)
             self.quick = True
             return data
         self.quick = False
@@ -354,9 +372,11 @@ class StreamRelay:
         more text of a block already previewed, relayed as it came (``quick``)."""
         active = generation is None or generation == self.generation
         if active and len(events) == 1 and self._previewed(events[0]):
-            raw = events[0].raw
-            assert raw is not None
-            out.append(raw)
+            event = events[0]
+            assert event.raw is not None
+            assert event.seq is not None
+            self._count(event, event.seq)
+            out.append(event.raw)
             return True
         self._feed_events(events, generation, out)
         return False
@@ -383,12 +403,12 @@ class StreamRelay:
         return (
             type(event) is TextDelta
             and event.raw is not None
-            and not self._numbered
             and self.assembler.preview_text(event)
         )
 
-    def _count(self, event: StreamEvent, seq: int) -> None:
-        if isinstance(event, ResponseStart):
+    def _count(self, event: StreamEvent | None, seq: int) -> None:
+        """Move the resume cursor to ``seq`` (``event``: the event numbered so, if built)."""
+        if type(event) is ResponseStart:
             # Only an API that numbers its first event numbers them all (Responses).
             self._numbered = True
         if self._numbered and (self.cursor is None or seq > self.cursor):

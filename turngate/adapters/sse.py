@@ -152,15 +152,18 @@ class SSEDecoder:
         return frames
 
     def at_boundary(self, size: int) -> bool:
-        """Whether a read of ``size`` bytes that is exactly one frame of one ``data:`` line
-        with no CR (``single``'s other conditions, which a caller may know another way)
-        would be returned by ``feed`` as that one frame, with no state changed."""
+        """Whether a read of ``size`` bytes that is exactly one whole frame ending in
+        ``\n`` (one ``data:`` line, maybe after an ``event:`` line: what a caller may know
+        another way, see ``FrameTemplate.framed``) would be returned by ``feed`` as that one
+        frame, with no state changed."""
         return self._between_frames() and size - 2 <= self.max_line and size <= self.max_frame
 
     def _between_frames(self) -> bool:
-        # Plain ``\n`` input, past its start, nothing of a frame held: the next byte read
-        # starts a frame. (``close`` ends plain mode: a closed decoder never is.)
-        return self._plain and self._started and not self._buf
+        # Past the input's start, not closed, nothing of a frame held: the next byte read
+        # starts a frame. Both scanners empty the buffer only when a frame was just
+        # dispatched, and dispatching clears a frame's fields; a ``\r`` that may begin a
+        # CRLF stays in the buffer until the next byte.
+        return self._started and not self._buf and not self._closed
 
     def single(self, data: bytes) -> bytes | None:
         """The ``data`` of ``data`` when it is exactly one frame of one ``data:`` line read

@@ -24,6 +24,7 @@ from turngate.adapters.anthropic.blocks import (
 )
 from turngate.adapters.anthropic.response import usage_of
 from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
+from turngate.adapters.template import PAD, FrameTemplate, Hole, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -47,6 +48,10 @@ from turngate.graph.model import AnyBlock, ToolCallBlock
 from turngate.graph.turn import Usage
 
 _ARGUMENT_BLOCKS = frozenset({"tool_use"} | SERVER_CALL_TYPES)
+_TEXT_HOLES = (Hole(b'"text":', ("delta", "text"), "text"), PAD)
+# Templates a text block may cut: a provider whose frames change from delta to delta would
+# otherwise pay for a probe on every one.
+_TEMPLATES_PER_BLOCK = 4
 
 
 class AnthropicStreamDecoder:
@@ -64,6 +69,25 @@ class AnthropicStreamDecoder:
         self._counts: dict[int, int] = {}
         self._input_tokens: int | None = None
         self._open: int | None = None
+        # The whole frame of the open text block's last text delta read in full, and its
+        # block (adapters/template.py); dropped when a block starts or stops.
+        self._template: FrameTemplate | None = None
+        self._template_block = -1
+        self._templates_left = 0
+
+    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
+        """``TemplateStreamDecoder.quick_frame``: more text of the open text block."""
+        template = self._template
+        if template is None:
+            return None
+        read = template.read(frame)
+        if read is None:
+            return None
+        index, text = self._template_block, read[0]
+        seq = self._counts[index]
+        self._counts[index] = seq + 1
+        self._grown[(index, "text")].append(text)
+        return index, text, seq
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
@@ -72,7 +96,11 @@ class AnthropicStreamDecoder:
         kind = payload.get("type", frame.event)
         raw = frame.raw
         if kind == "content_block_delta":
-            return [self._delta(payload, raw)]
+            event = self._delta(payload, raw)
+            if type(event) is TextDelta and self._templates_left:
+                self._templates_left -= 1
+                self._cut(frame, payload, event.index)
+            return [event]
         if kind == "content_block_start":
             return self._start(payload, raw)
         if kind == "content_block_stop":
@@ -91,6 +119,12 @@ class AnthropicStreamDecoder:
             return [StreamError(text, native=payload, raw=raw)]
         # ``ping`` and event types added later: frames with nothing to assemble.
         return [Native(str(kind), raw=raw)]
+
+    def _cut(self, frame: SSEFrame, payload: dict[str, Any], index: int) -> None:
+        """The template of this text delta's whole frame (None when it cannot be cut)."""
+        template = cut(frame.data, payload, _TEXT_HOLES)
+        self._template = None if template is None else template.framed(frame.raw, frame.data)
+        self._template_block = index
 
     def _message_start(self, payload: dict[str, Any], raw: bytes) -> list[StreamEvent]:
         message = payload.get("message")
@@ -144,6 +178,8 @@ class AnthropicStreamDecoder:
                 rule="stream_protocol",
             )
         self._open = native_index
+        self._template = None
+        self._templates_left = _TEMPLATES_PER_BLOCK
         index = self._index.setdefault(native_index, len(self._index))
         self._blocks[index] = dict(block)
         self._json[index] = []
@@ -239,6 +275,7 @@ class AnthropicStreamDecoder:
 
     def _stop(self, payload: dict[str, Any], raw: bytes) -> StreamEvent:
         index = self._block_index(payload)
+        self._template = None
         if payload.get("index") == self._open:
             self._open = None
         block = self._blocks[index]

@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 
-from turngate.adapters.openai_chat.template import ChunkTemplate, template_of
 from turngate.adapters.sse import (
     MarkStyle,
     SSEFrame,
@@ -25,6 +24,7 @@ from turngate.adapters.sse import (
     frame_object,
     own_frame,
 )
+from turngate.adapters.template import FrameTemplate, Hole, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -45,9 +45,13 @@ from turngate.graph.turn import Usage
 
 _DONE = b"[DONE]"
 _ENVELOPE_SKIP = frozenset({"choices", "usage", "obfuscation"})
-# Templates a stream may cut (template.py): a provider whose envelope changes from chunk to
-# chunk would otherwise pay for a probe on every text chunk.
+# Templates a stream may cut (adapters/template.py): a provider whose envelope changes from
+# chunk to chunk would otherwise pay for a probe on every text chunk.
 _TEMPLATES_PER_STREAM = 4
+_TEXT_HOLES = (
+    Hole(b'"content":', ("choices", 0, "delta", "content"), "text"),
+    Hole(b'"obfuscation":', ("obfuscation",), "token"),
+)
 
 
 class ChatStreamDecoder:
@@ -64,9 +68,9 @@ class ChatStreamDecoder:
         self._open_call: int | None = None
         self._stopped: set[int] = set()
         self._counts: dict[int, int] = {}
-        self._template: ChunkTemplate | None = None
-        # The same template for the chunk's whole frame (``ChunkTemplate.framed``).
-        self._frame_template: ChunkTemplate | None = None
+        self._template: FrameTemplate | None = None
+        # The same template for the chunk's whole frame (``FrameTemplate.framed``).
+        self._frame_template: FrameTemplate | None = None
         self._templates_left = _TEMPLATES_PER_STREAM
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
@@ -87,13 +91,14 @@ class ChatStreamDecoder:
         ``data`` line, so the SSE decoder need not look at it."""
         return self._take(self._frame_template, frame)
 
-    def _take(self, template: ChunkTemplate | None, data: bytes) -> tuple[int, str, int] | None:
+    def _take(self, template: FrameTemplate | None, data: bytes) -> tuple[int, str, int] | None:
         index = self._text
         if template is None or index is None:
             return None
-        text = template.text_of(data)
-        if not text:
+        read = template.read(data)
+        if read is None or not read[0]:
             return None
+        text = read[0]
         seq = self._counts[index]
         self._counts[index] = seq + 1
         return index, text, seq
@@ -116,8 +121,10 @@ class ChatStreamDecoder:
         if fast is not None:
             if type(fast) is TextDelta and self._templates_left:
                 self._templates_left -= 1
-                template = self._template = template_of(data, chunk, fast.text)
-                self._frame_template = None if template is None else template.framed()
+                obfuscated = type(chunk.get("obfuscation")) is str
+                holes = _TEXT_HOLES if obfuscated else _TEXT_HOLES[:1]
+                template = self._template = cut(data, chunk, holes)
+                self._frame_template = None if template is None else template.framed(whole, data)
             # Only its one string is kept, and the frame is relayed as it came (text) or not
             # at all (arguments): nothing of it is written back, so its nesting is no risk.
             return [fast]

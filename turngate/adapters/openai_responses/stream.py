@@ -28,6 +28,7 @@ from turngate.adapters.openai_responses.items import (
 )
 from turngate.adapters.openai_responses.response import stop_reason
 from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
+from turngate.adapters.template import FrameTemplate, Hole, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -57,6 +58,12 @@ _REASONING_DELTAS = frozenset(
     {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
 )
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_SEQUENCE = Hole(b'"sequence_number":', ("sequence_number",), "count")
+_TEXT_HOLES = (_SEQUENCE, Hole(b'"delta":', ("delta",), "text"))
+_OBFUSCATION = Hole(b'"obfuscation":', ("obfuscation",), "token")
+# Templates a content part may cut: a provider whose frames change from delta to delta
+# would otherwise pay for a probe on every one.
+_TEMPLATES_PER_PART = 4
 
 
 class ResponsesStreamDecoder:
@@ -73,6 +80,22 @@ class ResponsesStreamDecoder:
         self._outputs: set[int] = set()
         self._open_item: int | None = None
         self._counts: dict[int, int] = {}
+        # The whole frame of the last numbered text delta read in full, and its block
+        # (adapters/template.py).
+        self._template: FrameTemplate | None = None
+        self._template_block = -1
+        self._templates_left = _TEMPLATES_PER_PART
+
+    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
+        """``TemplateStreamDecoder.quick_frame``: more text of the same content part, its
+        ``sequence_number`` the delta's sequence."""
+        template = self._template
+        if template is None:
+            return None
+        read = template.read(frame)
+        if read is None:
+            return None
+        return self._template_block, read[0], read[1]
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
@@ -84,7 +107,11 @@ class ResponsesStreamDecoder:
         raw = frame.raw
         if kind in _TEXT_DELTAS:
             index = self._part(payload)
-            return [TextDelta(index, _str(payload, "delta"), seq=self._seq(index, seq), raw=raw)]
+            text = _str(payload, "delta")
+            if type(seq) is int and self._templates_left:
+                self._templates_left -= 1
+                self._cut(frame, payload, index)
+            return [TextDelta(index, text, seq=self._seq(index, seq), raw=raw)]
         if kind in _REASONING_DELTAS:
             index = self._item(payload)
             text = _str(payload, "delta")
@@ -124,6 +151,15 @@ class ResponsesStreamDecoder:
         # Everything else (in_progress, *.done of parts, hosted-tool progress, event types
         # added later) carries nothing to assemble; it belongs to its item if it names one.
         return [Native(str(kind), index=self._owner(payload), seq=seq, raw=raw)]
+
+    def _cut(self, frame: SSEFrame, payload: dict[str, Any], index: int) -> None:
+        """The template of a numbered text delta's whole frame (None when it cannot be cut).
+        Reading one changes no decoder state: its block and sequence are in the frame."""
+        obfuscated = type(payload.get("obfuscation")) is str
+        holes = (*_TEXT_HOLES, _OBFUSCATION) if obfuscated else _TEXT_HOLES
+        template = cut(frame.data, payload, holes)
+        self._template = None if template is None else template.framed(frame.raw, frame.data)
+        self._template_block = index
 
     def _response_start(self, payload: dict[str, Any], seq: int | None, raw: bytes) -> StreamEvent:
         self._started = True
@@ -228,6 +264,7 @@ class ResponsesStreamDecoder:
         if index is None:
             index = self._parts[(output_index, content_index)] = self._new()
         self._part_blocks.add(index)
+        self._templates_left = _TEMPLATES_PER_PART
         kind = part.get("type") if isinstance(part, dict) else None
         common: dict[str, Any] = {"native_type": str(kind), "seq": seq, "raw": raw}
         if kind == "output_text":

@@ -1,0 +1,366 @@
+"""Frames of more text read through their template relay exactly as read in full.
+
+Anthropic and Responses decoders cut a template (turngate/adapters/template.py) from a
+text delta's whole frame and take later frames that fit it without parsing them
+(``quick_frame``). A relay with that path switched off reads every frame in full: for
+recorded streams, generated envelopes and texts, any byte of a fitting frame changed
+(framing included), frames cut across reads and CRLF framing, what the client receives,
+the relay's quick flag, its resume cursor and the turn must be the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.adapters import stream_faults as faults
+from tests.fixtures_dir import fixture_params
+from turngate.adapters.relay import StreamRelay
+from turngate.adapters.template import PAD, Hole, cut
+from turngate.graph.turn import AssistantTurn
+
+# What an envelope string may hold: quotes, backslashes, keys the templates look for.
+TRICKY = st.text(
+    alphabet=st.sampled_from(['"', "\\", "a", "é", "\n", ":", "{", "}", ",", "/", "\x01"]),
+    max_size=8,
+) | st.sampled_from(['"text":"', '\\"delta\\":\\"', '","obfuscation":"', "\\u0041"])
+ENVELOPES = st.fixed_dictionaries(
+    {"id": TRICKY, "model": TRICKY, "item": TRICKY, "obfuscation": st.none() | TRICKY}
+)
+EDITS = st.tuples(st.integers(0, 10_000), st.sampled_from(["drop", "insert", "replace"]))
+INSERTS = b'"\\,:{}[]0a \x01\n\r'
+
+
+def _frame(kind: str, payload: dict[str, Any], line_end: bytes, pad: int = 0) -> bytes:
+    data = orjson.dumps({"type": kind, **payload})
+    data = data[:-1] + b" " * pad + b"}"
+    return b"event: " + kind.encode() + line_end + b"data: " + data + line_end + line_end
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One API's text stream: the frames before the text, a text delta frame (its text
+    and sequence number), and the frames after it (given the whole text)."""
+
+    api: str
+    opening: Callable[[dict[str, Any], bytes], list[bytes]]
+    text: Callable[[dict[str, Any], str, int, bytes], bytes]
+    closing: Callable[[dict[str, Any], str, int, bytes], list[bytes]]
+
+
+def _anthropic_opening(env: dict[str, Any], le: bytes) -> list[bytes]:
+    message = {"id": env["id"], "type": "message", "role": "assistant", "model": env["model"]}
+    message |= {"content": [], "stop_reason": None, "usage": {"input_tokens": 3}}
+    block = {"type": "text", "text": ""}
+    return [
+        _frame("message_start", {"message": message}, le),
+        _frame("content_block_start", {"index": 0, "content_block": block}, le),
+    ]
+
+
+def _anthropic_text(env: dict[str, Any], text: str, seq: int, le: bytes) -> bytes:
+    # Anthropic pads its frames with spaces before the last brace, more or fewer each time.
+    delta = {"type": "text_delta", "text": text}
+    return _frame("content_block_delta", {"index": 0, "delta": delta}, le, pad=len(text) % 7)
+
+
+def _anthropic_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
+    stop = {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}
+    return [
+        _frame("content_block_stop", {"index": 0}, le),
+        _frame("message_delta", stop, le),
+        _frame("message_stop", {}, le),
+    ]
+
+
+def _responses_opening(env: dict[str, Any], le: bytes) -> list[bytes]:
+    response = {"id": env["id"], "object": "response", "status": "in_progress"}
+    response |= {"model": env["model"], "output": []}
+    item = {"id": env["item"], "type": "message", "status": "in_progress", "content": []}
+    part = {"type": "output_text", "annotations": [], "text": ""}
+    return [
+        _frame("response.created", {"sequence_number": 0, "response": response}, le),
+        _frame(
+            "response.output_item.added",
+            {"sequence_number": 1, "output_index": 0, "item": {**item, "role": "assistant"}},
+            le,
+        ),
+        _frame(
+            "response.content_part.added",
+            {
+                "sequence_number": 2,
+                "item_id": env["item"],
+                "output_index": 0,
+                "content_index": 0,
+                "part": part,
+            },
+            le,
+        ),
+    ]
+
+
+def _responses_text(env: dict[str, Any], text: str, seq: int, le: bytes) -> bytes:
+    payload: dict[str, Any] = {
+        "sequence_number": seq,
+        "item_id": env["item"],
+        "output_index": 0,
+        "content_index": 0,
+        "delta": text,
+        "logprobs": [],
+    }
+    if env["obfuscation"] is not None:
+        payload["obfuscation"] = env["obfuscation"]
+    return _frame("response.output_text.delta", payload, le)
+
+
+def _responses_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
+    part = {"type": "output_text", "annotations": [], "text": whole}
+    where = {"item_id": env["item"], "output_index": 0, "content_index": 0}
+    item = {"id": env["item"], "type": "message", "status": "completed", "content": [part]}
+    response = {"id": env["id"], "object": "response", "status": "completed"}
+    response |= {"model": env["model"], "output": [item], "usage": {"input_tokens": 3}}
+    return [
+        _frame("response.content_part.done", {"sequence_number": seq, **where, "part": part}, le),
+        _frame(
+            "response.output_item.done",
+            {"sequence_number": seq + 1, "output_index": 0, "item": item},
+            le,
+        ),
+        _frame("response.completed", {"sequence_number": seq + 2, "response": response}, le),
+    ]
+
+
+SHAPES = {
+    "anthropic": Shape("anthropic", _anthropic_opening, _anthropic_text, _anthropic_closing),
+    "openai_responses": Shape(
+        "openai_responses", _responses_opening, _responses_text, _responses_closing
+    ),
+}
+
+
+def _relays(api: str) -> tuple[StreamRelay, StreamRelay]:
+    on, off = StreamRelay(api), StreamRelay(api)  # type: ignore[arg-type]
+    off._templates = False
+    off._live_template = None
+    return on, off
+
+
+def _relayed(relay: StreamRelay, reads: list[bytes]) -> list[Any]:
+    """What the relay gives for each read (with its quick flag and resume cursor), then at
+    the end of the stream."""
+    out: list[Any] = [(relay.feed(read), relay.quick, relay.cursor) for read in reads]
+    tail, outcome = relay.finish()
+    out.append((tail, type(outcome).__name__, getattr(outcome, "rule", None)))
+    if isinstance(outcome, AssistantTurn):
+        out.append([block.semantic() for block in outcome.blocks])
+    return out
+
+
+def _stream(shape: Shape, env: dict[str, Any], texts: list[str], le: bytes) -> list[bytes]:
+    opening = shape.opening(env, le)
+    seq = len(opening)
+    frames = [shape.text(env, text, seq + n, le) for n, text in enumerate(texts)]
+    return [*opening, *frames, *shape.closing(env, "".join(texts), seq + len(texts), le)]
+
+
+def _template_reads(relay: StreamRelay, reads: list[bytes], monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many of ``reads`` the relay's decoder took through its template."""
+    taken: list[int] = []
+    decoder = type(relay._live[1])
+    quick_frame = decoder.quick_frame  # type: ignore[attr-defined]
+
+    def counted(self: Any, frame: bytes) -> tuple[int, str, int] | None:
+        read = quick_frame(self, frame)
+        taken.append(read is not None)
+        return read
+
+    with monkeypatch.context() as patch:
+        patch.setattr(decoder, "quick_frame", counted)
+        for read in reads:
+            relay.feed(read)
+    return sum(taken)
+
+
+@pytest.mark.parametrize("api", sorted(SHAPES))
+@pytest.mark.parametrize("line_end", [b"\n", b"\r\n"])
+def test_text_frames_after_the_first_are_read_through_the_template(
+    api: str, line_end: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"id": "msg_1", "model": "m", "item": "msg_1", "obfuscation": "abc123"}
+    texts = ["Hel", "lo", ' "wo', "rld\\", "\n!", "é"]
+    reads = _stream(SHAPES[api], env, texts, line_end)
+    on, off = _relays(api)
+    assert _relayed(on, reads) == _relayed(off, reads)
+    on, off = _relays(api)
+    # The first text frame cuts the template; each later one fits it.
+    assert _template_reads(on, reads, monkeypatch) == len(texts) - 1
+    assert _template_reads(off, reads, monkeypatch) == 0
+    _tail, outcome = on.finish()
+    assert isinstance(outcome, AssistantTurn)
+    assert [block.semantic()["text"] for block in outcome.blocks] == ["".join(texts)]
+
+
+@pytest.mark.parametrize("api", sorted(SHAPES))
+@given(
+    env=ENVELOPES,
+    texts=st.lists(TRICKY.filter(bool), min_size=2, max_size=4),
+    edit=EDITS,
+    byte=st.sampled_from(INSERTS),
+    line_end=st.sampled_from([b"\n", b"\r\n"]),
+)
+def test_any_byte_changed_in_a_fitting_frame_relays_as_in_full(
+    api: str,
+    env: dict[str, Any],
+    texts: list[str],
+    edit: tuple[int, str],
+    byte: int,
+    line_end: bytes,
+) -> None:
+    reads = _stream(SHAPES[api], env, texts, line_end)
+    # The last text frame, which fits the template of the one before, changed anywhere:
+    # its JSON, its event line, its ``data:``, its line ends.
+    changed = len(reads) - len(SHAPES[api].closing(env, "", 0, line_end)) - 1
+    frame = reads[changed]
+    at = edit[0] % (len(frame) + 1)
+    if edit[1] == "drop":
+        frame = frame[:at] + frame[at + 1 :]
+    elif edit[1] == "insert":
+        frame = frame[:at] + bytes([byte]) + frame[at:]
+    else:
+        frame = frame[:at] + bytes([byte]) + frame[at + 1 :]
+    reads[changed] = frame
+    on, off = _relays(api)
+    assert _relayed(on, reads) == _relayed(off, reads)
+
+
+def _edits(frame: bytes) -> list[bytes]:
+    """``frame`` with each byte dropped, and each of ``INSERTS`` put before it and in its
+    place."""
+    edited = []
+    for at in range(len(frame) + 1):
+        edited.append(frame[:at] + frame[at + 1 :])
+        for byte in INSERTS:
+            edited.append(frame[:at] + bytes([byte]) + frame[at:])
+            edited.append(frame[:at] + bytes([byte]) + frame[at + 1 :])
+    return edited
+
+
+@pytest.mark.parametrize("api", sorted(SHAPES))
+@pytest.mark.parametrize("line_end", [b"\n", b"\r\n"])
+def test_every_edit_of_a_fitting_frame_relays_as_in_full(api: str, line_end: bytes) -> None:
+    env = {"id": "r", "model": "m", "item": "i", "obfuscation": "Zq9"}
+    reads = _stream(SHAPES[api], env, ["one", "two", 'th"ree'], line_end)
+    at = len(SHAPES[api].opening(env, line_end)) + 2
+    fits = 0
+    for edited in _edits(reads[at]):
+        changed = [*reads[:at], edited, *reads[at + 1 :]]
+        on, off = _relays(api)
+        relayed = _relayed(on, changed)
+        assert relayed == _relayed(off, changed), edited
+        fits += isinstance(relayed[-1], list)  # the turn's blocks: it completed
+    # Some edits leave a valid stream (a space, another letter of the text); most do not.
+    assert fits > 0
+
+
+@pytest.mark.parametrize("api", sorted(SHAPES))
+@pytest.mark.parametrize("cut", [1, 7, 30, -3, -2, -1])
+def test_a_frame_read_in_two_pieces_relays_as_in_full(api: str, cut: int) -> None:
+    # The first piece leaves a partial frame with the SSE decoder: the next read is not at
+    # a frame boundary even when it looks like a whole frame.
+    env = {"id": "r", "model": "m", "item": "i", "obfuscation": "xy"}
+    reads = _stream(SHAPES[api], env, ["one", "two", "three", "four"], b"\n")
+    at = len(SHAPES[api].opening(env, b"\n")) + 2
+    fitting = reads[at]
+    reads[at : at + 2] = [fitting[:cut], fitting[cut:] + reads[at + 1]]
+    on, off = _relays(api)
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert relayed[-1][0]["text"] == "onetwothreefour"
+
+
+def test_an_anthropic_text_frame_after_its_block_stopped_is_refused_as_in_full() -> None:
+    shape, le = SHAPES["anthropic"], b"\n"
+    env = {"id": "m", "model": "m", "item": "i", "obfuscation": None}
+    reads = _stream(shape, env, ["a", "b"], le)
+    stop = reads.index(_frame("content_block_stop", {"index": 0}, le))
+    # The same frame that fit the template, after the stop dropped it.
+    reads.insert(stop + 1, shape.text(env, "late", 0, le))
+    on, off = _relays("anthropic")
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert relayed[-1][1:] == ("StreamFailed", "stream_protocol")
+
+
+def test_a_replayed_responses_delta_is_dropped_and_the_cursor_kept() -> None:
+    # A resumed connection replays events up to the cursor: a text frame that fits the
+    # template but whose sequence number was seen is dropped, as in full.
+    shape, le = SHAPES["openai_responses"], b"\n"
+    env = {"id": "r", "model": "m", "item": "i", "obfuscation": "o"}
+    reads = _stream(shape, env, ["a", "b", "c"], le)
+    texts = [n for n, read in enumerate(reads) if b"output_text.delta" in read]
+    reads[texts[-1] + 1 : texts[-1] + 1] = [reads[texts[1]], reads[texts[2]]]
+    on, off = _relays("openai_responses")
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert [out for out, _quick, _cursor in relayed[texts[-1] + 1 : texts[-1] + 3]] == [b"", b""]
+    assert relayed[-1][0]["text"] == "abc"
+    assert on.assembler.duplicates == 2
+
+
+def test_a_template_reads_only_what_parses_to_it_with_other_values() -> None:
+    # Every kind of hole at once, through the general reading: any edit that ``read`` takes
+    # must parse, in full, to the template's object with the values it gave.
+    frame = {"type": "x", "sequence_number": 12, "delta": 'h"i', "obfuscation": "ab", "n": 1}
+    data = orjson.dumps(frame)[:-1] + b"  }"
+    holes = (
+        Hole(b'"sequence_number":', ("sequence_number",), "count"),
+        Hole(b'"delta":', ("delta",), "text"),
+        Hole(b'"obfuscation":', ("obfuscation",), "token"),
+        PAD,
+    )
+    template = cut(data, orjson.loads(data), holes)
+    assert template is not None
+    assert template.kinds == ("count", "text", "token", "pad")
+    taken = 0
+    for edited in _edits(data):
+        read = template.read(edited)
+        if read is None:
+            continue
+        taken += 1
+        parsed = orjson.loads(edited)
+        text, count = read
+        assert type(parsed["obfuscation"]) is str
+        assert parsed == {**frame, "delta": text, "sequence_number": count} | {
+            "obfuscation": parsed["obfuscation"]
+        }, edited
+    assert taken > 50  # digits, letters of the text and the token, spaces of the padding
+    other = data.replace(b":12,", b":7,").replace(b'h\\"i', b"yo").replace(b"  }", b"}")
+    assert template.read(other) == ("yo", 7)
+
+
+RECORDED = fixture_params("anthropic/*.sse") + fixture_params("openai-responses/*.sse")
+
+
+@pytest.mark.parametrize("path", RECORDED)
+def test_recorded_streams_relay_alike_with_templates(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = faults.API_OF_FOLDER[path.parent.name]
+    reads = [f.raw for f in faults.split_frames(path.read_bytes())]
+    on, off = _relays(api)
+    assert _relayed(on, reads) == _relayed(off, reads)
+    on, _off = _relays(api)
+    texts = sum(1 for read in reads if b'"text_delta"' in read or b"output_text.delta" in read)
+    # Responses recordings without sequence numbers cut no template, and log
+    # probabilities differ from frame to frame.
+    stream = path.read_bytes()
+    numbered = b'"sequence_number"' in stream and b'"logprobs":[{' not in stream
+    if texts >= 3 and (api == "anthropic" or numbered):
+        assert _template_reads(on, reads, monkeypatch) > 0, "no text frame fit its template"
