@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from tests.adapters import stream_faults as faults
 from tests.fixtures_dir import fixture_params
 from turngate.adapters.relay import StreamRelay
+from turngate.adapters.sse import MarkStyle
 from turngate.adapters.template import PAD, Hole, cut
 from turngate.graph.turn import AssistantTurn
 
@@ -47,12 +48,14 @@ def _frame(kind: str, payload: dict[str, Any], line_end: bytes, pad: int = 0) ->
 @dataclass(frozen=True)
 class Shape:
     """One API's text stream: the frames before the text, a text delta frame (its text
-    and sequence number), and the frames after it (given the whole text)."""
+    and sequence number), and the frames after it (given the whole text); how many text
+    frames are read in full before the next fits the template."""
 
     api: str
     opening: Callable[[dict[str, Any], bytes], list[bytes]]
     text: Callable[[dict[str, Any], str, int, bytes], bytes]
     closing: Callable[[dict[str, Any], str, int, bytes], list[bytes]]
+    in_full: int = 1
 
 
 def _anthropic_opening(env: dict[str, Any], le: bytes) -> list[bytes]:
@@ -137,28 +140,62 @@ def _responses_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> 
     ]
 
 
+def _gemini_frame(chunk: dict[str, Any], le: bytes) -> bytes:
+    return b"data: " + orjson.dumps(chunk) + le + le
+
+
+def _gemini_text(env: dict[str, Any], text: str, seq: int, le: bytes) -> bytes:
+    # Every chunk is a whole response: the first also starts it; the token counts grow.
+    candidate = {"content": {"parts": [{"text": text}], "role": "model"}}
+    usage = {"promptTokenCount": 4, "candidatesTokenCount": seq, "totalTokenCount": seq + 4}
+    chunk = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": env["model"]}
+    return _gemini_frame({**chunk, "responseId": env["id"]}, le)
+
+
+def _gemini_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
+    candidate = {"content": {"parts": [], "role": "model"}, "finishReason": "STOP"}
+    usage = {"promptTokenCount": 4, "candidatesTokenCount": 6, "totalTokenCount": 10}
+    chunk = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": env["model"]}
+    return [_gemini_frame({**chunk, "responseId": env["id"]}, le)]
+
+
 SHAPES = {
     "anthropic": Shape("anthropic", _anthropic_opening, _anthropic_text, _anthropic_closing),
     "openai_responses": Shape(
         "openai_responses", _responses_opening, _responses_text, _responses_closing
     ),
+    # The first chunk starts the response too: the second cuts the template.
+    "gemini": Shape("gemini", lambda env, le: [], _gemini_text, _gemini_closing, in_full=2),
 }
 
 
-def _relays(api: str) -> tuple[StreamRelay, StreamRelay]:
-    on, off = StreamRelay(api), StreamRelay(api)  # type: ignore[arg-type]
-    off._templates = False
-    off._live_template = None
+def _relays(api: str, marks: MarkStyle | None = None) -> tuple[StreamRelay, StreamRelay]:
+    on = StreamRelay(api, marks=marks)  # type: ignore[arg-type]
+    off = StreamRelay(api, marks=marks)  # type: ignore[arg-type]
+    off._templates = off._block_templates = False
+    off._live_template = off._live_blocks = None
     return on, off
 
 
+def _text_of(relayed: list[Any]) -> str:
+    """The text of the turn ``_relayed`` ended with (Gemini: a block per chunk)."""
+    return "".join(block["text"] for block in relayed[-1])
+
+
 def _relayed(relay: StreamRelay, reads: list[bytes]) -> list[Any]:
-    """What the relay gives for each read (with its quick flag and resume cursor), then at
-    the end of the stream."""
-    out: list[Any] = [(relay.feed(read), relay.quick, relay.cursor) for read in reads]
+    """What the relay gives for each read (with its quick flag, resume cursor and the usage
+    so far), then at the end of the stream. Gemini's quick flag is left out: a chunk read
+    in full commits its text block through the proxy's checks, one read through its
+    template is quick (a commit that writes nothing, as no marks are written)."""
+    gemini = relay.api == "gemini"
+    out: list[Any] = [
+        (relay.feed(read), None if gemini else relay.quick, relay.cursor, relay.assembler.usage)
+        for read in reads
+    ]
     tail, outcome = relay.finish()
     out.append((tail, type(outcome).__name__, getattr(outcome, "rule", None)))
     if isinstance(outcome, AssistantTurn):
+        out.append(outcome.usage)
         out.append([block.semantic() for block in outcome.blocks])
     return out
 
@@ -174,15 +211,16 @@ def _template_reads(relay: StreamRelay, reads: list[bytes], monkeypatch: pytest.
     """How many of ``reads`` the relay's decoder took through its template."""
     taken: list[int] = []
     decoder = type(relay._live[1])
-    quick_frame = decoder.quick_frame  # type: ignore[attr-defined]
+    name = "quick_block" if hasattr(decoder, "quick_block") else "quick_frame"
+    quick = getattr(decoder, name)
 
-    def counted(self: Any, frame: bytes) -> tuple[int, str, int] | None:
-        read = quick_frame(self, frame)
+    def counted(self: Any, frame: bytes) -> Any:
+        read = quick(self, frame)
         taken.append(read is not None)
         return read
 
     with monkeypatch.context() as patch:
-        patch.setattr(decoder, "quick_frame", counted)
+        patch.setattr(decoder, name, counted)
         for read in reads:
             relay.feed(read)
     return sum(taken)
@@ -200,11 +238,12 @@ def test_text_frames_after_the_first_are_read_through_the_template(
     assert _relayed(on, reads) == _relayed(off, reads)
     on, off = _relays(api)
     # The first text frame cuts the template; each later one fits it.
-    assert _template_reads(on, reads, monkeypatch) == len(texts) - 1
+    in_full = SHAPES[api].in_full
+    assert _template_reads(on, reads, monkeypatch) == len(texts) - in_full
     assert _template_reads(off, reads, monkeypatch) == 0
     _tail, outcome = on.finish()
     assert isinstance(outcome, AssistantTurn)
-    assert [block.semantic()["text"] for block in outcome.blocks] == ["".join(texts)]
+    assert "".join(block.semantic()["text"] for block in outcome.blocks) == "".join(texts)
 
 
 @pytest.mark.parametrize("api", sorted(SHAPES))
@@ -282,7 +321,7 @@ def test_a_frame_read_in_two_pieces_relays_as_in_full(api: str, cut: int) -> Non
     on, off = _relays(api)
     relayed = _relayed(on, reads)
     assert relayed == _relayed(off, reads)
-    assert relayed[-1][0]["text"] == "onetwothreefour"
+    assert _text_of(relayed) == "onetwothreefour"
 
 
 def test_an_anthropic_text_frame_after_its_block_stopped_is_refused_as_in_full() -> None:
@@ -309,25 +348,26 @@ def test_a_replayed_responses_delta_is_dropped_and_the_cursor_kept() -> None:
     on, off = _relays("openai_responses")
     relayed = _relayed(on, reads)
     assert relayed == _relayed(off, reads)
-    assert [out for out, _quick, _cursor in relayed[texts[-1] + 1 : texts[-1] + 3]] == [b"", b""]
-    assert relayed[-1][0]["text"] == "abc"
+    assert [read[0] for read in relayed[texts[-1] + 1 : texts[-1] + 3]] == [b"", b""]
+    assert _text_of(relayed) == "abc"
     assert on.assembler.duplicates == 2
 
 
 def test_a_template_reads_only_what_parses_to_it_with_other_values() -> None:
     # Every kind of hole at once, through the general reading: any edit that ``read`` takes
     # must parse, in full, to the template's object with the values it gave.
-    frame = {"type": "x", "sequence_number": 12, "delta": 'h"i', "obfuscation": "ab", "n": 1}
+    frame = {"type": "x", "sequence_number": 12, "n": 1, "delta": 'h"i', "obfuscation": "ab"}
     data = orjson.dumps(frame)[:-1] + b"  }"
     holes = (
         Hole(b'"sequence_number":', ("sequence_number",), "count"),
         Hole(b'"delta":', ("delta",), "text"),
         Hole(b'"obfuscation":', ("obfuscation",), "token"),
+        Hole(b'"n":', ("n",), "count"),
         PAD,
     )
     template = cut(data, orjson.loads(data), holes)
     assert template is not None
-    assert template.kinds == ("count", "text", "token", "pad")
+    assert template.kinds == ("count", "count", "text", "token", "pad")
     taken = 0
     for edited in _edits(data):
         read = template.read(edited)
@@ -335,17 +375,62 @@ def test_a_template_reads_only_what_parses_to_it_with_other_values() -> None:
             continue
         taken += 1
         parsed = orjson.loads(edited)
-        text, count = read
+        text, (count, n) = read
         assert type(parsed["obfuscation"]) is str
-        assert parsed == {**frame, "delta": text, "sequence_number": count} | {
+        assert parsed == {**frame, "delta": text, "sequence_number": count, "n": n} | {
             "obfuscation": parsed["obfuscation"]
         }, edited
     assert taken > 50  # digits, letters of the text and the token, spaces of the padding
-    other = data.replace(b":12,", b":7,").replace(b'h\\"i', b"yo").replace(b"  }", b"}")
-    assert template.read(other) == ("yo", 7)
+    other = data.replace(b":12,", b":7,").replace(b'h\\"i', b"yo").replace(b":1,", b":30,")
+    assert template.read(other.replace(b"  }", b"}")) == ("yo", (7, 30))
 
 
-RECORDED = fixture_params("anthropic/*.sse") + fixture_params("openai-responses/*.sse")
+def test_a_gemini_text_chunk_while_a_call_streams_is_refused_as_in_full() -> None:
+    # Vertex streams a call's arguments over several chunks: a text part before the call's
+    # end breaks the stream, though the chunk fits the template of the text before.
+    shape, le = SHAPES["gemini"], b"\r\n"
+    env = {"id": "r", "model": "m", "item": "i", "obfuscation": None}
+    reads = _stream(shape, env, ["a", "b", "c"], le)
+    call = {"functionCall": {"name": "f", "willContinue": True}}
+    opening = {"candidates": [{"content": {"parts": [call], "role": "model"}}]}
+    reads[3:3] = [_gemini_frame(opening, le), shape.text(env, "d", 3, le)]
+    on, off = _relays("gemini")
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert relayed[-1][1:] == ("StreamFailed", "stream_protocol")
+
+
+@pytest.mark.parametrize("marks", ["comments", "events"])
+def test_gemini_chunks_read_through_their_template_are_marked_as_in_full(
+    marks: MarkStyle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Asked for marks, a chunk that fits its template goes through the assembler as the
+    # events decoding it gives: the marks (block ids, commits) come out the same.
+    env = {"id": "r", "model": "m", "item": "i", "obfuscation": None}
+    reads = _stream(SHAPES["gemini"], env, ["a", "b", "c", "d"], b"\r\n")
+    on, off = _relays("gemini", marks)
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert relayed[2][0].count(b"turngate") == (2 if marks == "events" else 1)
+    on, _off = _relays("gemini", marks)
+    assert _template_reads(on, reads, monkeypatch) == 2
+
+
+def _plain_gemini_text(chunk: Any) -> bool:
+    """A chunk of one part of nothing but text that does not end the turn."""
+    candidates = chunk.get("candidates") if isinstance(chunk, dict) else None
+    if not isinstance(candidates, list) or len(candidates) != 1:
+        return False
+    parts = candidates[0].get("content", {}).get("parts")
+    plain = isinstance(parts, list) and len(parts) == 1 and list(parts[0]) == ["text"]
+    return plain and "finishReason" not in candidates[0]
+
+
+RECORDED = (
+    fixture_params("anthropic/*.sse")
+    + fixture_params("openai-responses/*.sse")
+    + fixture_params("gemini/*.sse")
+)
 
 
 @pytest.mark.parametrize("path", RECORDED)
@@ -362,5 +447,7 @@ def test_recorded_streams_relay_alike_with_templates(
     # probabilities differ from frame to frame.
     stream = path.read_bytes()
     numbered = b'"sequence_number"' in stream and b'"logprobs":[{' not in stream
-    if texts >= 3 and (api == "anthropic" or numbered):
+    if api == "gemini":
+        texts = sum(1 for frame in faults.split_frames(stream) if _plain_gemini_text(frame.data))
+    if texts >= 3 and (api != "openai_responses" or numbered):
         assert _template_reads(on, reads, monkeypatch) > 0, "no text frame fit its template"

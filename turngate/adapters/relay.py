@@ -40,9 +40,9 @@ from turngate.graph.events import (
     StreamEvent,
     TextDelta,
 )
-from turngate.graph.model import AnyBlock, ApiName
+from turngate.graph.model import AnyBlock, ApiName, Attrs
 from turngate.graph.schema_check import ToolSchemas
-from turngate.graph.turn import AssistantTurn
+from turngate.graph.turn import AssistantTurn, Usage
 
 T = TypeVar("T")
 
@@ -69,6 +69,26 @@ class TemplateStreamDecoder(StreamDecoder, Protocol):
         before it, given at a frame boundary (``SSEDecoder.at_boundary``), as the (block
         index, text, sequence number) of the ``TextDelta`` that decoding it gives, its
         decoder state taken as that decoding would. None: nothing taken."""
+        ...
+
+
+# A text block whole in one chunk: its start, its text, the chunk's usage (as sent, and
+# counted).
+TextPart = tuple[BlockStart, str, Attrs | None, Usage | None]
+
+
+class BlockStreamDecoder(StreamDecoder, Protocol):
+    """A decoder whose text chunks are each a whole text block (Gemini parts), read through
+    the template of a text chunk before."""
+
+    def quick_block(self, frame: bytes) -> TextPart | None:
+        """A read that is one whole frame fitting the template, given at a frame boundary,
+        as its text block's start, its text and the chunk's usage (as sent, and counted),
+        its decoder state taken as decoding it would. None: nothing taken."""
+        ...
+
+    def events(self, part: TextPart, frame: bytes) -> list[StreamEvent]:
+        """The events decoding the frame ``quick_block`` took gives."""
         ...
 
 
@@ -142,6 +162,7 @@ class StreamRelay:
         # and frames of more text through their template.
         self._data_only = hasattr(self._decoder_class, "decode_data")
         self._templates = hasattr(self._decoder_class, "quick_frame")
+        self._block_templates = hasattr(self._decoder_class, "quick_block")
         self._limits = (max_line, max_frame)
         self._lanes: dict[int, tuple[SSEDecoder, StreamDecoder]] = {}
         self.generation = generation
@@ -164,8 +185,9 @@ class StreamRelay:
         self._numbered = False
         self._held = b""
         self._failure_written = False
-        # The last ``feed`` was one frame of more previewed text, relayed as it came: no
-        # commit, failure, end or handle came with it.
+        # The last ``feed`` was one frame of more previewed text, or of a text block whole
+        # whose commit writes nothing (no marks), relayed as it came: no failure, end or
+        # handle came with it, and nothing held was released.
         self.quick = False
 
     @property
@@ -191,13 +213,17 @@ class StreamRelay:
         if generation is None or generation == self.generation:
             lane = self._live
             sse = lane[0]
-            quick = self._live_template
+            quick, blocks = self._live_template, self._live_blocks
             # The paced chunk of a text stream: the text template read on the whole frame
             # answers for the SSE framing too.
             if quick is not None and sse.at_boundary(len(data)):
                 taken = quick.quick_frame(data)
                 if taken is not None:
                     return self._more_text(taken, data, generation)
+            elif blocks is not None and sse.at_boundary(len(data)):
+                part = blocks.quick_block(data)
+                if part is not None:
+                    return self._whole_text(blocks, part, data, generation)
             decoder = self._live_data
             if decoder is not None:
                 payload = sse.single(data)
@@ -280,6 +306,8 @@ class StreamRelay:
         self._live_data = cast(DataStreamDecoder, lane[1]) if self._data_only else None
         decoder = cast(TemplateStreamDecoder, lane[1]) if self._templates else None
         self._live_template = decoder
+        blocks = cast(BlockStreamDecoder, lane[1]) if self._block_templates else None
+        self._live_blocks = blocks
         return lane
 
     def _lane(self, generation: int) -> tuple[SSEDecoder, StreamDecoder]:
@@ -329,6 +357,29 @@ class StreamRelay:
         out: list[bytes] = []
         self._feed_events([TextDelta(index, text, seq, data)], generation, out)
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def _whole_text(
+        self,
+        decoder: BlockStreamDecoder,
+        part: TextPart,
+        data: bytes,
+        generation: int | None,
+    ) -> bytes:
+        """A frame the decoder took as a text block whole (``quick_block``): committed
+        without its events when the previews and the commit write nothing but the frame (no
+        marks), its events through the assembler's ``feed`` else."""
+        start, text, _native, usage = part
+        if self.encoder.marks == "none":
+            block_id = self.assembler.whole_text(start, text, usage)
+            if block_id is not None:
+                self.encoder.kinds[start.index] = "text"
+                self.commits += 1
+                self.quick = True
+                return data
+        self.quick = False
+        out: list[bytes] = []
+        self._feed_events(decoder.events(part, data), generation, out)
+        return b"".join(out)
 
     def _data_lines(
         self,

@@ -462,14 +462,15 @@ class StreamEncoder:
 
     def __init__(self, marks: MarkStyle | None = None) -> None:
         self.marks: MarkStyle = marks if marks is not None else self.default_marks
-        self._kinds: dict[int, str] = {}
+        # Block index -> kind, as the block's first preview or its commit showed it.
+        self.kinds: dict[int, str] = {}
 
     def encode(self, output: Output) -> bytes:
         match output:
             case Preview():
                 event = output.event
                 if isinstance(event, BlockStart):
-                    self._kinds[event.index] = event.kind
+                    self.kinds[event.index] = event.kind
                 elif isinstance(event, ResponseStart):
                     self.started(event)
                 out = b""
@@ -479,7 +480,7 @@ class StreamEncoder:
                 raw = event.raw
                 return out + (self.render(event) if raw is None else raw)
             case Commit():
-                self._kinds[output.index] = output.start.kind
+                self.kinds[output.index] = output.start.kind
                 body = self.commit_held(output) if output.held else self._relay(output.stop)
                 return body + self.mark(
                     "commit", output.block_id, index=output.index, kind=output.start.kind
@@ -516,7 +517,7 @@ class StreamEncoder:
         return encode_frame(f"turngate.{what}", orjson.dumps(payload), line_end=self.line_end)
 
     def kind_of(self, index: int) -> str | None:
-        return self._kinds.get(index)
+        return self.kinds.get(index)
 
     def _relay(self, event: StreamEvent) -> bytes:
         return self.render(event) if event.raw is None else event.raw

@@ -5,7 +5,7 @@ and a few values that change from frame to frame (the text; OpenAI's random
 ``obfuscation`` string; a Responses ``sequence_number``). ``FrameTemplate`` keeps the bytes
 around those values (the holes) from a frame the decoder parsed in full; a later frame with
 the same bytes around holes that each hold one valid value of their kind is that frame with
-other values, so only its text (and count) is read: a short ``orjson`` call instead of the
+other values, so only its text (and counts) are read: a short ``orjson`` call instead of the
 whole object.
 
 Why that is exact: ``cut`` makes a hole only where a probe parse shows the value at its
@@ -72,15 +72,16 @@ PAD = Hole(b"", (), "pad")
 
 @dataclass(frozen=True, slots=True)
 class FrameTemplate:
-    """The fixed bytes of a frame (``pieces``) around its holes (``kinds``, in byte order):
-    one text hole, at most one count hole, any token holes."""
+    """The fixed bytes of a frame (``pieces``) around its holes (``holes`` and their
+    ``kinds``, in byte order): one text hole, any others."""
 
     pieces: tuple[bytes, ...]
     kinds: tuple[HoleKind, ...]
+    holes: tuple[Hole, ...]
 
-    def read(self, data: bytes) -> tuple[str, int] | None:
-        """The text and the count (-1 without a count hole) of ``data`` when it is this
-        template with other values in its holes; None for anything else."""
+    def read(self, data: bytes) -> tuple[str, tuple[int, ...]] | None:
+        """The text and the counts (in byte order) of ``data`` when it is this template
+        with other values in its holes; None for anything else."""
         pieces = self.pieces
         first, last = pieces[0], pieces[-1]
         if not (data.startswith(first) and data.endswith(last)):
@@ -91,7 +92,7 @@ class FrameTemplate:
         try:
             if self.kinds is _TEXT:
                 text = orjson.loads(data[at - 1 : stop + 1])
-                return (text, -1) if type(text) is str else None
+                return (text, ()) if type(text) is str else None
             if self.kinds is _TEXT_TOKEN:
                 return self._text_token(data, at, stop)
             if self.kinds is _TEXT_PAD:
@@ -100,7 +101,7 @@ class FrameTemplate:
         except orjson.JSONDecodeError:
             return None
 
-    def _text_token(self, data: bytes, at: int, stop: int) -> tuple[str, int] | None:
+    def _text_token(self, data: bytes, at: int, stop: int) -> tuple[str, tuple[int, ...]] | None:
         """``read`` of a text hole and then a token (Chat's content, then obfuscation)."""
         middle = self.pieces[1]
         # The middle ends with the quote that opens the token, the last quote before the
@@ -113,9 +114,9 @@ class FrameTemplate:
         if not _token(data, split + len(middle), stop):
             return None
         text = orjson.loads(data[at - 1 : split + 1])
-        return (text, -1) if type(text) is str else None
+        return (text, ()) if type(text) is str else None
 
-    def _text_pad(self, data: bytes, at: int, stop: int) -> tuple[str, int] | None:
+    def _text_pad(self, data: bytes, at: int, stop: int) -> tuple[str, tuple[int, ...]] | None:
         """``read`` of a text hole and then padding (Anthropic's text deltas)."""
         middle = self.pieces[1]
         # The middle ends in a brace: the padding is every space and tab after it.
@@ -123,14 +124,14 @@ class FrameTemplate:
         if end < at or not data.startswith(middle, end):
             return None
         text = orjson.loads(data[at - 1 : end + 1])
-        return (text, -1) if type(text) is str else None
+        return (text, ()) if type(text) is str else None
 
-    def _holes(self, data: bytes, at: int, stop: int) -> tuple[str, int] | None:
+    def _holes(self, data: bytes, at: int, stop: int) -> tuple[str, tuple[int, ...]] | None:
         """``read`` of any holes, in order: each ends where the next fixed piece is found."""
         pieces, kinds = self.pieces, self.kinds
         final = len(kinds) - 1
         text: str | None = None
-        count = -1
+        counts: list[int] = []
         for n, kind in enumerate(kinds):
             if n == final:
                 end = following = stop
@@ -157,9 +158,9 @@ class FrameTemplate:
                     return None
                 if digits[0] == 48 and len(digits) > 1:  # a leading zero is not JSON
                     return None
-                count = int(digits)
+                counts.append(int(digits))
             at = following
-        return None if text is None else (text, count)
+        return None if text is None else (text, tuple(counts))
 
     def filled(self, values: list[str | int]) -> bytes:
         """The template with ``values`` in its holes, in order."""
@@ -187,7 +188,7 @@ class FrameTemplate:
                     return None
                 pieces = self.pieces
                 return FrameTemplate(
-                    (head + pieces[0], *pieces[1:-1], pieces[-1] + tail), self.kinds
+                    (head + pieces[0], *pieces[1:-1], pieces[-1] + tail), self.kinds, self.holes
                 )
         return None
 
@@ -202,31 +203,28 @@ def cut(data: bytes, parsed: dict[str, Any], holes: tuple[Hole, ...]) -> FrameTe
     """The template of ``data`` (parsed as ``parsed``) with ``holes``; None when a hole's
     value is not where its key is, as orjson writes it, or the probe does not put the values
     back where they were."""
-    spans: list[tuple[int, int, HoleKind]] = []
+    spans: list[tuple[int, int, Hole]] = []
     for hole in holes:
-        value = _at(parsed, hole.path)
-        span = _span(data, hole, value)
+        span = _span(data, hole, _at(parsed, hole.path))
         if span is None:
             return None
-        spans.append(span)
-    spans.sort()
-    if sum(1 for _s, _e, kind in spans if kind == "text") != 1:
-        return None
-    if sum(1 for _s, _e, kind in spans if kind == "count") > 1:
+        spans.append((*span, hole))
+    spans.sort(key=lambda span: span[0])
+    if sum(1 for hole in holes if hole.kind == "text") != 1:
         return None
     pieces: list[bytes] = []
     kinds: list[HoleKind] = []
     at = 0
-    for start, end, kind in spans:
+    for start, end, hole in spans:
         if start <= at and kinds:
             return None  # holes that touch or overlap
         pieces.append(data[at:start])
-        kinds.append(kind)
+        kinds.append(hole.kind)
         at = end
     pieces.append(data[at:])
     shape = tuple(kinds)
     shape = next((known for known in _SHAPES if known == shape), shape)
-    template = FrameTemplate(tuple(pieces), shape)
+    template = FrameTemplate(tuple(pieces), shape, tuple(hole for _s, _e, hole in spans))
     try:
         probed = orjson.loads(template.filled([_PROBES[kind] for kind in kinds]))
     except orjson.JSONDecodeError:
@@ -238,7 +236,7 @@ def cut(data: bytes, parsed: dict[str, Any], holes: tuple[Hole, ...]) -> FrameTe
     return template if probed == expected else None
 
 
-def _span(data: bytes, hole: Hole, value: Any) -> tuple[int, int, HoleKind] | None:
+def _span(data: bytes, hole: Hole, value: Any) -> tuple[int, int] | None:
     if hole.kind == "pad":
         end = len(data) - 1
         if data[end:] != b"}":
@@ -246,7 +244,7 @@ def _span(data: bytes, hole: Hole, value: Any) -> tuple[int, int, HoleKind] | No
         start = end
         while data[start - 1 : start] in (b" ", b"\t"):
             start -= 1
-        return start, end, hole.kind
+        return start, end
     at = data.find(hole.key)
     if at < 0:
         return None
@@ -260,13 +258,13 @@ def _span(data: bytes, hole: Hole, value: Any) -> tuple[int, int, HoleKind] | No
         end = start + len(digits)
         if data[start:end] != digits or data[end : end + 1].isdigit():
             return None
-        return start, end, hole.kind
+        return start, end
     if type(value) is not str:
         return None
     body = orjson.dumps(value)
     if data[start : start + len(body)] != body:
         return None
-    return start + 1, start + len(body) - 1, hole.kind
+    return start + 1, start + len(body) - 1
 
 
 def _at(value: Any, path: Path) -> Any:

@@ -55,6 +55,7 @@ from turngate.graph.model import (
     TextBlock,
     ToolCallBlock,
     UnknownBlock,
+    new_text_block,
 )
 from turngate.graph.schema_check import CallChecker, ToolSchemas, json_object
 from turngate.graph.stream_outputs import (
@@ -177,6 +178,9 @@ class StreamAssembler:
         self.model: str | None = None
         self.stop_reason: str | None = None
         self.usage: Usage | None = None
+        # The last report merged and what it gave (``_take_usage``).
+        self._usage_taken: Usage | None = None
+        self._usage_merged: Usage | None = None
         self.relayed = False
         self._blocks: dict[int, _Block] = {}
         self._calls = CallChecker(self.tools, self._capabilities)
@@ -234,6 +238,38 @@ class StreamAssembler:
             parts[block.joined :] = ["".join(parts[block.joined :])]
             block.joined += 1
         return True
+
+    def whole_text(self, start: BlockStart, text: str, usage: Usage | None) -> str | None:
+        """``feed`` of a text block that starts, streams ``text`` (sequence 0) and stops in
+        one frame, then of that frame's usage (a Gemini text part), without building the
+        outputs: the committed block's id, what ``feed`` gives as a first ``Preview`` of the
+        start, a ``Preview`` of the text and a ``Commit`` that holds nothing. The block is
+        built as ``_generic`` builds a text block: only for an API whose builder builds a
+        part of nothing but text the same way. None: nothing was done; ``feed`` decides."""
+        index = start.index
+        if (
+            self.state is not A.STREAMING
+            or start.kind != "text"
+            or index in self._blocks
+            or index in self._hwm
+        ):
+            return None
+        block_id = f"g{self.generation}.b{index}"
+        block = _Block(block_id, start, [text], previewed=True, stopped=True, committed=True)
+        block.block = new_text_block(
+            id=block_id,
+            role="assistant",
+            order=index,
+            trust="untrusted",
+            text=text,
+            attrs=dict(start.attrs),
+        )
+        self._blocks[index] = block
+        self._hwm[index] = 0
+        if usage is not None:
+            self._take_usage(usage)
+        self.relayed = True
+        return block_id
 
     def fail(self, error: TurngateError) -> list[Output]:
         """Fail the turn from outside (a decoder error, a policy decision)."""
@@ -302,7 +338,7 @@ class StreamAssembler:
                 return self._block_stop(event)
             case UsageEvent():
                 self._advance(G.META)
-                self.usage = _merge_usage(self.usage, event.usage)
+                self._take_usage(event.usage)
                 return [Preview(event)]
             case Native():
                 self._advance(G.META)
@@ -336,6 +372,14 @@ class StreamAssembler:
                 )
             case _:
                 assert_never(event)
+
+    def _take_usage(self, usage: Usage) -> None:
+        """Merge a usage report into the turn's. Taking the same report again changes
+        nothing (Gemini repeats one on every chunk): only a new one is merged."""
+        if usage is self._usage_taken and self.usage is self._usage_merged:
+            return
+        self.usage = self._usage_merged = _merge_usage(self.usage, usage)
+        self._usage_taken = usage
 
     def _advance(self, signal: Signal) -> None:
         if self.state is A.STREAMING and (signal is G.BLOCK or signal is G.META):

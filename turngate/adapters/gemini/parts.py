@@ -39,6 +39,7 @@ from turngate.graph.model import (
     ToolCallBlock,
     ToolResultBlock,
     UnknownBlock,
+    new_text_block,
 )
 
 # The part's ``data`` oneof (plus the server-side tool pair): exactly one per part.
@@ -107,8 +108,8 @@ def native(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class OrderCounter:
-    def __init__(self) -> None:
-        self.value = 0
+    def __init__(self, start: int = 0) -> None:
+        self.value = start
 
     def next(self) -> int:
         self.value += 1
@@ -179,6 +180,12 @@ def parse_part(
     call_names: dict[str, int] | None = None,
 ) -> AnyBlock:
     """One part as a block. ``call_names`` counts id-less calls per name in this content."""
+    if type(part) is dict and len(part) == 1 and type(part.get("text")) is str:
+        # A part of nothing but text, the most common by far: what the reading below gives.
+        trust = default_trust(role)
+        return new_text_block(
+            id=block_id, role=role, order=order.next(), trust=trust, text=part["text"]
+        )
     if not isinstance(part, dict):
         return _unknown(block_id, role, order, type(part).__name__, part)
     found = data_fields(part)

@@ -23,6 +23,7 @@ import orjson
 
 from turngate.adapters.gemini.parts import OrderCounter, parse_part, snake_of
 from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
+from turngate.adapters.template import FrameTemplate, Hole, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import MAX_NESTING, Commit
 from turngate.graph.events import (
@@ -49,10 +50,21 @@ _SERVER_PARTS: dict[str, Literal["call", "result"]] = {
     "toolCall": "call",
     "toolResponse": "result",
 }
+_TEXT_HOLES: tuple[Hole, ...] = (
+    Hole(b'"text":', ("candidates", 0, "content", "parts", 0, "text"), "text"),
+)
+# Templates a stream may cut: a provider whose frames change from chunk to chunk (a usage
+# count that grows with each) would otherwise pay for a probe on every one.
+_TEMPLATES_PER_STREAM = 4
 # Array entries a partialArgs path may skip (left null) past the end of what arrived.
 _MAX_SKIPPED = 1024
 # At most 9 digits in an index: int() refuses more than 4300, and no array is that long.
 _PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+
+
+# A text part read through its chunk's template: its block's start, its text, the chunk's
+# usage (as sent, and counted).
+TextPart = tuple[BlockStart, str, dict[str, Any] | None, Usage | None]
 
 
 class GeminiStreamDecoder:
@@ -65,10 +77,76 @@ class GeminiStreamDecoder:
         # The call streaming its arguments (Vertex ``partialArgs``), until its empty end part.
         self._streaming: dict[str, Any] | None = None
         self._call_names: dict[str, int] = {}
+        # The whole frame of a chunk that was one plain text part read in full, its usage
+        # (as sent, and counted) and the usage fields that are holes, in the frame's order
+        # (adapters/template.py): a model counts its tokens anew in every chunk.
+        self._template: FrameTemplate | None = None
+        self._template_usage: tuple[dict[str, Any] | None, Usage | None] = (None, None)
+        self._counted: tuple[str, ...] = ()
+        self._templates_left = _TEMPLATES_PER_STREAM
+
+    def quick_block(self, frame: bytes) -> TextPart | None:
+        """A read that is one whole frame fitting the template of a plain text chunk read
+        before, given at a frame boundary: its block's start (its index taken), its text
+        and the chunk's usage, as decoding it gives them (``events`` of these are the
+        events it gives). None: nothing taken."""
+        template = self._template
+        if template is None or self._streaming is not None:
+            return None
+        read = template.read(frame)
+        if read is None:
+            return None
+        start = BlockStart(self._new(), "text", native_type="text", raw=b"")
+        native, usage = self._template_usage
+        text, counts = read
+        if native is not None and counts != tuple(native[key] for key in self._counted):
+            native = {**native, **dict(zip(self._counted, counts, strict=True))}
+            usage = usage_of(native)
+        return start, text, native, usage
+
+    def events(self, part: TextPart, frame: bytes) -> list[StreamEvent]:
+        """The events of a chunk ``quick_block`` took, the chunk's bytes on the last."""
+        start, text, native, usage = part
+        index = start.index
+        delta = TextDelta(index, text, seq=0, raw=b"")
+        if usage is None:
+            return [start, delta, BlockStop(index, final={"text": text}, raw=frame)]
+        counted = UsageEvent(usage, native=native, raw=frame)
+        return [start, delta, BlockStop(index, final={"text": text}, raw=b""), counted]
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
             return []
+        events = self._decode(frame)
+        if self._templates_left and _plain_text(events):
+            self._templates_left -= 1
+            self._cut(frame, events)
+        return events
+
+    def _cut(self, frame: SSEFrame, events: list[StreamEvent]) -> None:
+        """The template of a chunk whose events were those of one plain text part (and its
+        usage): its whole frame with the text and the usage's counts as holes."""
+        self._template = None
+        stop = events[2]
+        assert isinstance(stop, BlockStop)
+        if not (isinstance(stop.final, dict) and list(stop.final) == ["text"]):
+            return  # a thought, a signature: parts that are not plain text
+        usage = events[3] if len(events) == 4 else None
+        native = usage.native if isinstance(usage, UsageEvent) else None
+        chunk = orjson.loads(frame.data)
+        holes = _TEXT_HOLES
+        key = "usageMetadata" if "usageMetadata" in chunk else "usage_metadata"
+        if native is not None:
+            counted = tuple(k for k, v in native.items() if type(v) is int and v >= 0)
+            holes += tuple(Hole(orjson.dumps(k) + b":", (key, k), "count") for k in counted)
+        template = cut(frame.data, chunk, holes)
+        if template is None:
+            return
+        self._template = template.framed(frame.raw, frame.data)
+        self._counted = tuple(str(h.path[-1]) for h in template.holes if h.kind == "count")
+        self._template_usage = (native, usage.usage if isinstance(usage, UsageEvent) else None)
+
+    def _decode(self, frame: SSEFrame) -> list[StreamEvent]:
         chunk = frame_json(frame.data)
         error = chunk.get("error")
         if error is not None:
@@ -219,8 +297,8 @@ class GeminiStreamDecoder:
         """The committed block, read from its final part by the adapter's own parser."""
         if stop.final is None:
             return None
-        block = parse_part(block_id, "assistant", stop.final, OrderCounter(), self._call_names)
-        return replace(block, order=order)
+        block = parse_part(block_id, "assistant", stop.final, OrderCounter(order), self._call_names)
+        return block if block.order == order else replace(block, order=order)
 
 
 def usage_of(usage: dict[str, Any]) -> Usage:
@@ -250,6 +328,19 @@ def _get(obj: Any, camel: str) -> Any:
     # ``snake_of`` is cached: most fields a chunk is asked for are absent, and working out
     # each spelling anew was about half a text chunk's cost.
     return obj.get(snake_of(camel))
+
+
+def _plain_text(events: list[StreamEvent]) -> bool:
+    """Whether ``events`` are those of a chunk that is one text part (then its usage)."""
+    first = events[0] if events else None
+    kinds = tuple(type(event) for event in events)
+    return kinds in _PLAIN_TEXT and isinstance(first, BlockStart) and first.kind == "text"
+
+
+_PLAIN_TEXT = (
+    (BlockStart, TextDelta, BlockStop),
+    (BlockStart, TextDelta, BlockStop, UsageEvent),
+)
 
 
 def _text(part: Any) -> str | None:

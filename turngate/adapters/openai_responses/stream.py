@@ -95,7 +95,7 @@ class ResponsesStreamDecoder:
         read = template.read(frame)
         if read is None:
             return None
-        return self._template_block, read[0], read[1]
+        return self._template_block, read[0], read[1][0]
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
