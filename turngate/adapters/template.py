@@ -52,7 +52,8 @@ _HEAD = re.compile(rb"(?:event:[^\r\n]*(?:\r\n|\r|\n))?data: ?\Z")
 _TEXT: tuple[HoleKind, ...] = ("text",)
 _TEXT_TOKEN: tuple[HoleKind, ...] = ("text", "token")
 _TEXT_PAD: tuple[HoleKind, ...] = ("text", "pad")
-_SHAPES = (_TEXT, _TEXT_TOKEN, _TEXT_PAD)
+_COUNT_TEXT_TOKEN: tuple[HoleKind, ...] = ("count", "text", "token")
+_SHAPES = (_TEXT, _TEXT_TOKEN, _TEXT_PAD, _COUNT_TEXT_TOKEN)
 _TAILS = frozenset({b"\n\n", b"\r\n\r\n", b"\r\n\n", b"\n\r\n"})
 
 
@@ -97,13 +98,18 @@ class FrameTemplate:
                 return self._text_token(data, at, stop)
             if self.kinds is _TEXT_PAD:
                 return self._text_pad(data, at, stop)
+            if self.kinds is _COUNT_TEXT_TOKEN:
+                return self._count_text_token(data, at, stop)
             return self._holes(data, at, stop)
         except orjson.JSONDecodeError:
             return None
 
-    def _text_token(self, data: bytes, at: int, stop: int) -> tuple[str, tuple[int, ...]] | None:
-        """``read`` of a text hole and then a token (Chat's content, then obfuscation)."""
-        middle = self.pieces[1]
+    def _text_token(
+        self, data: bytes, at: int, stop: int, middle: bytes | None = None
+    ) -> tuple[str, tuple[int, ...]] | None:
+        """``read`` of a text hole and then a token (Chat's content, then obfuscation), the
+        two apart by ``middle`` (the template's only middle piece by default)."""
+        middle = self.pieces[1] if middle is None else middle
         # The middle ends with the quote that opens the token, the last quote before the
         # end unless the token holds an escaped one.
         split = data.rfind(b'"', at, stop) - len(middle) + 1
@@ -125,6 +131,19 @@ class FrameTemplate:
             return None
         text = orjson.loads(data[at - 1 : end + 1])
         return (text, ()) if type(text) is str else None
+
+    def _count_text_token(
+        self, data: bytes, at: int, stop: int
+    ) -> tuple[str, tuple[int, ...]] | None:
+        """``read`` of a count, a text hole and a token (a Responses text delta: its
+        sequence number, its text, its obfuscation)."""
+        after = self.pieces[1]
+        end = data.find(after, at, stop)
+        count = _count(data, at, end) if end >= 0 else -1
+        if count < 0:
+            return None
+        read = self._text_token(data, end + len(after), stop, self.pieces[2])
+        return None if read is None else (read[0], (count,))
 
     def _holes(self, data: bytes, at: int, stop: int) -> tuple[str, tuple[int, ...]] | None:
         """``read`` of any holes, in order: each ends where the next fixed piece is found."""
@@ -153,12 +172,10 @@ class FrameTemplate:
                 if data[at:end].strip(b" \t"):
                     return None
             else:
-                digits = data[at:end]
-                if not digits.isdigit() or len(digits) > _MAX_DIGITS:
+                count = _count(data, at, end)
+                if count < 0:
                     return None
-                if digits[0] == 48 and len(digits) > 1:  # a leading zero is not JSON
-                    return None
-                counts.append(int(digits))
+                counts.append(count)
             at = following
         return None if text is None else (text, tuple(counts))
 
@@ -191,6 +208,16 @@ class FrameTemplate:
                     (head + pieces[0], *pieces[1:-1], pieces[-1] + tail), self.kinds, self.holes
                 )
         return None
+
+
+def _count(data: bytes, at: int, end: int) -> int:
+    """``data[at:end]`` as a JSON non-negative integer; -1 when it is not one."""
+    digits = data[at:end]
+    if not digits.isdigit() or len(digits) > _MAX_DIGITS:
+        return -1
+    if digits[0] == 48 and len(digits) > 1:  # a leading zero is not JSON
+        return -1
+    return int(digits)
 
 
 def _token(data: bytes, at: int, end: int) -> bool:
