@@ -152,6 +152,11 @@ def _gemini_text(env: dict[str, Any], text: str, seq: int, le: bytes) -> bytes:
     return _gemini_frame({**chunk, "responseId": env["id"]}, le)
 
 
+def _gemini_text_same_usage(env: dict[str, Any], text: str, seq: int, le: bytes) -> bytes:
+    # Older models repeat the prompt's count on every chunk until the last.
+    return _gemini_text(env, text, 0, le)
+
+
 def _gemini_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
     candidate = {"content": {"parts": [], "role": "model"}, "finishReason": "STOP"}
     usage = {"promptTokenCount": 4, "candidatesTokenCount": 6, "totalTokenCount": 10}
@@ -166,10 +171,15 @@ SHAPES = {
     ),
     # The first chunk starts the response too: the second cuts the template.
     "gemini": Shape("gemini", lambda env, le: [], _gemini_text, _gemini_closing, in_full=2),
+    "gemini_same_usage": Shape(
+        "gemini", lambda env, le: [], _gemini_text_same_usage, _gemini_closing, in_full=2
+    ),
 }
 
 
-def _relays(api: str, marks: MarkStyle | None = None) -> tuple[StreamRelay, StreamRelay]:
+def _relays(shape: str, marks: MarkStyle | None = None) -> tuple[StreamRelay, StreamRelay]:
+    """Relays of ``shape``'s API (or of the API so named), with and without templates."""
+    api = SHAPES[shape].api if shape in SHAPES else shape
     on = StreamRelay(api, marks=marks)  # type: ignore[arg-type]
     off = StreamRelay(api, marks=marks)  # type: ignore[arg-type]
     off._templates = off._block_templates = False
@@ -324,6 +334,31 @@ def test_a_frame_read_in_two_pieces_relays_as_in_full(api: str, cut: int) -> Non
     assert _text_of(relayed) == "onetwothreefour"
 
 
+@pytest.mark.parametrize("api", sorted(SHAPES))
+@pytest.mark.parametrize("line_end", [b"\n", b"\r\n"])
+@pytest.mark.parametrize("size", [None, 7, 100])
+def test_frames_queued_in_one_read_relay_as_in_full(
+    api: str, line_end: bytes, size: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An unpaced upstream's frames come several to a read, or cut anywhere: the frames the
+    # SSE decoder cuts from them are read through the template too.
+    env = {"id": "r", "model": "m", "item": "i", "obfuscation": "ok1"}
+    texts = ["one", ' "two', "three", "fo\\ur", "five", "six"]
+    whole = b"".join(_stream(SHAPES[api], env, texts, line_end))
+    reads = (
+        [whole] if size is None else [whole[at : at + size] for at in range(0, len(whole), size)]
+    )
+    on, off = _relays(api)
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert _text_of(relayed) == "".join(texts)
+    on, _off = _relays(api)
+    fits = _template_reads(on, reads, monkeypatch)
+    if size is None:
+        # Each text frame of the one read after those that cut the template.
+        assert fits == len(texts) - SHAPES[api].in_full
+
+
 def test_an_anthropic_text_frame_after_its_block_stopped_is_refused_as_in_full() -> None:
     shape, le = SHAPES["anthropic"], b"\n"
     env = {"id": "m", "model": "m", "item": "i", "obfuscation": None}
@@ -398,6 +433,18 @@ def test_a_gemini_text_chunk_while_a_call_streams_is_refused_as_in_full() -> Non
     relayed = _relayed(on, reads)
     assert relayed == _relayed(off, reads)
     assert relayed[-1][1:] == ("StreamFailed", "stream_protocol")
+
+
+def test_a_gemini_chunk_with_its_template_counts_reports_them_again() -> None:
+    # A chunk read through the template with the counts as they were reports those counts
+    # again, after a chunk that reported others (the usage so far follows each chunk).
+    env = {"id": "r", "model": "m", "item": "i", "obfuscation": None}
+    reads = _stream(SHAPES["gemini"], env, ["a", "b", "c", "d", "e"], b"\r\n")
+    reads[3] = _gemini_text(env, "d", 1, b"\r\n")  # the counts of the second chunk again
+    on, off = _relays("gemini")
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert relayed[3][3] == relayed[1][3] != relayed[2][3]
 
 
 @pytest.mark.parametrize("marks", ["comments", "events"])

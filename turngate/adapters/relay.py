@@ -65,10 +65,10 @@ class TemplateStreamDecoder(StreamDecoder, Protocol):
     frame before it (adapters/template.py)."""
 
     def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
-        """A read that is one whole frame fitting the template of the block's text frame
-        before it, given at a frame boundary (``SSEDecoder.at_boundary``), as the (block
-        index, text, sequence number) of the ``TextDelta`` that decoding it gives, its
-        decoder state taken as that decoding would. None: nothing taken."""
+        """A whole frame (a read at a frame boundary, ``SSEDecoder.at_boundary``, or a
+        frame the SSE decoder cut) that fits the template of the block's text frame before
+        it, as the (block index, text, sequence number) of the ``TextDelta`` that decoding
+        it gives, its decoder state taken as that decoding would. None: nothing taken."""
         ...
 
 
@@ -82,9 +82,9 @@ class BlockStreamDecoder(StreamDecoder, Protocol):
     the template of a text chunk before."""
 
     def quick_block(self, frame: bytes) -> TextPart | None:
-        """A read that is one whole frame fitting the template, given at a frame boundary,
-        as its text block's start, its text and the chunk's usage (as sent, and counted),
-        its decoder state taken as decoding it would. None: nothing taken."""
+        """A whole frame (as ``quick_frame`` takes it) that fits the template, as its text
+        block's start, its text and the chunk's usage (as sent, and counted), its decoder
+        state taken as decoding it would. None: nothing taken."""
         ...
 
     def events(self, part: TextPart, frame: bytes) -> list[StreamEvent]:
@@ -323,8 +323,39 @@ class StreamRelay:
     ) -> bytes:
         """The client bytes of one read's frames, joined for one write."""
         out: list[bytes] = []
-        self.quick = self._decoded(frames, lane[1].decode, generation, out)
+        if lane is self._live and (self._templates or self._block_templates):
+            self.quick = self._templated(frames, generation, out)
+        else:
+            self.quick = self._decoded(frames, lane[1].decode, generation, out)
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def _templated(self, frames: list[SSEFrame], generation: int | None, out: list[bytes]) -> bool:
+        """``_decoded`` of the active generation's frames, each frame that fits its template
+        read through it (frames that queued up in one read: the same frames as paced ones)."""
+        templates, blocks, decode = self._live_template, self._live_blocks, self._live[1].decode
+        quick = True
+        for frame in frames:
+            raw = frame.raw
+            if not frame.truncated:
+                if templates is not None:
+                    taken = templates.quick_frame(raw)
+                    if taken is not None:
+                        out.append(self._more_text(taken, raw, generation))
+                        quick = self.quick and quick
+                        continue
+                elif blocks is not None:
+                    part = blocks.quick_block(raw)
+                    if part is not None:
+                        out.append(self._whole_text(blocks, part, raw, generation))
+                        quick = self.quick and quick
+                        continue
+            try:
+                decoded = decode(frame)
+            except TurngateError as exc:
+                out.append(self._write(self._fail(exc, generation)))
+                return False
+            quick = self._events(decoded, generation, out) and quick
+        return quick
 
     def _one_frame(
         self, decoder: DataStreamDecoder, payload: bytes, data: bytes, generation: int | None

@@ -79,8 +79,11 @@ class GeminiStreamDecoder:
         self._call_names: dict[str, int] = {}
         # The whole frame of a chunk that was one plain text part read in full, its usage
         # (as sent, and counted) and the usage fields that are holes, in the frame's order
-        # (adapters/template.py): a model counts its tokens anew in every chunk.
+        # (adapters/template.py): some models count their tokens anew in every chunk, others
+        # repeat the prompt's count, so the same frame with the counts as they were
+        # (``_same_counts``) is tried first.
         self._template: FrameTemplate | None = None
+        self._same_counts: FrameTemplate | None = None
         self._template_usage: tuple[dict[str, Any] | None, Usage | None] = (None, None)
         self._counted: tuple[str, ...] = ()
         self._templates_left = _TEMPLATES_PER_STREAM
@@ -93,16 +96,19 @@ class GeminiStreamDecoder:
         template = self._template
         if template is None or self._streaming is not None:
             return None
-        read = template.read(frame)
-        if read is None:
-            return None
-        start = BlockStart(self._new(), "text", native_type="text", raw=b"")
         native, usage = self._template_usage
-        text, counts = read
-        if native is not None and counts != tuple(native[key] for key in self._counted):
-            native = {**native, **dict(zip(self._counted, counts, strict=True))}
-            usage = usage_of(native)
-        return start, text, native, usage
+        same = self._same_counts
+        read = None if same is None else same.read(frame)
+        if read is None:
+            read = template.read(frame)
+            if read is None:
+                return None
+            counts = read[1]
+            if native is not None and counts != tuple(native[key] for key in self._counted):
+                native = {**native, **dict(zip(self._counted, counts, strict=True))}
+                usage = usage_of(native)
+        start = BlockStart(self._new(), "text", native_type="text", raw=b"")
+        return start, read[0], native, usage
 
     def events(self, part: TextPart, frame: bytes) -> list[StreamEvent]:
         """The events of a chunk ``quick_block`` took, the chunk's bytes on the last."""
@@ -143,6 +149,8 @@ class GeminiStreamDecoder:
         if template is None:
             return
         self._template = template.framed(frame.raw, frame.data)
+        same = cut(frame.data, chunk, _TEXT_HOLES) if len(holes) > 1 else None
+        self._same_counts = None if same is None else same.framed(frame.raw, frame.data)
         self._counted = tuple(str(h.path[-1]) for h in template.holes if h.kind == "count")
         self._template_usage = (native, usage.usage if isinstance(usage, UsageEvent) else None)
 
