@@ -189,7 +189,7 @@ def _relays(shape: str, marks: MarkStyle | None = None) -> tuple[StreamRelay, St
 
 def _text_of(relayed: list[Any]) -> str:
     """The text of the turn ``_relayed`` ended with (Gemini: a block per chunk)."""
-    return "".join(block["text"] for block in relayed[-1])
+    return "".join(block["text"] for block in relayed[-2])
 
 
 def _relayed(relay: StreamRelay, reads: list[bytes]) -> list[Any]:
@@ -207,6 +207,7 @@ def _relayed(relay: StreamRelay, reads: list[bytes]) -> list[Any]:
     if isinstance(outcome, AssistantTurn):
         out.append(outcome.usage)
         out.append([block.semantic() for block in outcome.blocks])
+        out.append([(block.id, block.order, block.trust) for block in outcome.blocks])
     return out
 
 

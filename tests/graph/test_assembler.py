@@ -524,3 +524,74 @@ def test_replayed_deltas_with_their_sequence_are_deduplicated(path: Path) -> Non
 def _is_delta(event: StreamEvent) -> bool:
     deltas = TextDelta | ArgsDelta | CitationDelta | ReasoningDelta | SignatureDelta
     return isinstance(event, deltas) and event.seq is not None
+
+
+# --- whole_text: a text block whole in one frame, kept as its text -------------------------
+
+
+def _whole_start(index: int) -> BlockStart:
+    return BlockStart(index, "text", native_type="text")
+
+
+def _whole(texts: list[str], *, taken: bool) -> StreamAssembler:
+    """Text blocks 0.. of one frame each, through ``whole_text`` or through ``feed``."""
+    assembler = StreamAssembler(api="gemini", eof_terminates=True)
+    assembler.feed(START)
+    for index, piece in enumerate(texts):
+        if taken:
+            assert assembler.whole_text(index, piece, Usage(3, index, None), _whole_start)
+            continue
+        for event in (
+            _whole_start(index),
+            TextDelta(index, piece, seq=0),
+            BlockStop(index),
+            UsageEvent(Usage(3, index, None)),
+        ):
+            assembler.feed(event)
+    return assembler
+
+
+def _blocks(turn: AssistantTurn | StreamFailed) -> list[tuple[str, int, str, dict[str, Any]]]:
+    assert isinstance(turn, AssistantTurn)
+    return [(b.id, b.order, b.trust, b.semantic()) for b in turn.blocks]
+
+
+@pytest.mark.parametrize("ending", ["turn", "delta", "start", "fail"])
+def test_text_blocks_taken_whole_are_what_feed_makes_of_them(ending: str) -> None:
+    texts = ["a", "b", "", "c"]
+    results = []
+    for taken in (True, False):
+        assembler = _whole(texts, taken=taken)
+        if ending == "turn":
+            outputs = [*assembler.feed(TurnEnd("STOP")), *assembler.feed(StreamDone())]
+        elif ending == "delta":
+            outputs = assembler.feed(TextDelta(1, "late", seq=1))  # a stopped block
+        elif ending == "start":
+            outputs = assembler.feed(_whole_start(2))  # started twice
+        else:
+            outputs = assembler.fail(StreamFailed("gone", rule="upstream_dropped"))
+        outcome = assembler.finish()
+        results.append(
+            (
+                [type(o).__name__ for o in outputs],
+                getattr(outputs[-1], "error", None) and str(outputs[-1].error),
+                getattr(outputs[-1], "error", None) and outputs[-1].error.rule,
+                getattr(outputs[-1], "error", None) and outputs[-1].error.retracted,
+                _blocks(outcome) if isinstance(outcome, AssistantTurn) else outcome.rule,
+                assembler.usage,
+                assembler.relayed,
+            )
+        )
+    assert results[0] == results[1]
+    if ending == "turn":
+        assert [b[3]["text"] for b in results[0][4]] == texts
+
+
+def test_a_text_block_is_taken_whole_only_while_streaming_and_new() -> None:
+    assembler = StreamAssembler(api="gemini", eof_terminates=True)
+    assert not assembler.whole_text(0, "early", None, _whole_start)  # before the start
+    assembler.feed(START)
+    assert assembler.whole_text(0, "a", None, _whole_start)
+    assert not assembler.whole_text(0, "again", None, _whole_start)
+    assembler.feed(_whole_start(1))
+    assert not assembler.whole_text(1, "open", None, _whole_start)

@@ -72,9 +72,9 @@ class TemplateStreamDecoder(StreamDecoder, Protocol):
         ...
 
 
-# A text block whole in one chunk: its start, its text, the chunk's usage (as sent, and
+# A text block whole in one chunk: its index, its text, the chunk's usage (as sent, and
 # counted).
-TextPart = tuple[BlockStart, str, Attrs | None, Usage | None]
+TextPart = tuple[int, str, Attrs | None, Usage | None]
 
 
 class BlockStreamDecoder(StreamDecoder, Protocol):
@@ -83,8 +83,13 @@ class BlockStreamDecoder(StreamDecoder, Protocol):
 
     def quick_block(self, frame: bytes) -> TextPart | None:
         """A whole frame (as ``quick_frame`` takes it) that fits the template, as its text
-        block's start, its text and the chunk's usage (as sent, and counted), its decoder
+        block's index, its text and the chunk's usage (as sent, and counted), its decoder
         state taken as decoding it would. None: nothing taken."""
+        ...
+
+    def text_start(self, index: int) -> BlockStart:
+        """The start decoding gives for the text block at ``index`` that ``quick_block``
+        took."""
         ...
 
     def events(self, part: TextPart, frame: bytes) -> list[StreamEvent]:
@@ -399,14 +404,15 @@ class StreamRelay:
         """A frame the decoder took as a text block whole (``quick_block``): committed
         without its events when the previews and the commit write nothing but the frame (no
         marks), its events through the assembler's ``feed`` else."""
-        start, text, _native, usage = part
-        if self.encoder.marks == "none":
-            block_id = self.assembler.whole_text(start, text, usage)
-            if block_id is not None:
-                self.encoder.kinds[start.index] = "text"
-                self.commits += 1
-                self.quick = True
-                return data
+        index, text, _native, usage = part
+        taken = self.encoder.marks == "none" and self.assembler.whole_text(
+            index, text, usage, decoder.text_start
+        )
+        if taken:
+            self.encoder.kinds[index] = "text"
+            self.commits += 1
+            self.quick = True
+            return data
         self.quick = False
         out: list[bytes] = []
         self._feed_events(decoder.events(part, data), generation, out)

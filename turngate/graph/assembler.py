@@ -22,6 +22,7 @@ outputs and the failure rules are in ``stream_outputs`` (re-exported here).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -183,6 +184,9 @@ class StreamAssembler:
         self._usage_merged: Usage | None = None
         self.relayed = False
         self._blocks: dict[int, _Block] = {}
+        # Text blocks ``whole_text`` took, by index, kept as their text until read.
+        self._whole: dict[int, str] = {}
+        self._start_of: Callable[[int], BlockStart] | None = None
         self._calls = CallChecker(self.tools, self._capabilities)
         self._hwm: dict[int, int] = {}
         self._turn: AssistantTurn | None = None
@@ -239,21 +243,44 @@ class StreamAssembler:
             block.joined += 1
         return True
 
-    def whole_text(self, start: BlockStart, text: str, usage: Usage | None) -> str | None:
+    def whole_text(
+        self, index: int, text: str, usage: Usage | None, start_of: Callable[[int], BlockStart]
+    ) -> bool:
         """``feed`` of a text block that starts, streams ``text`` (sequence 0) and stops in
         one frame, then of that frame's usage (a Gemini text part), without building the
-        outputs: the committed block's id, what ``feed`` gives as a first ``Preview`` of the
-        start, a ``Preview`` of the text and a ``Commit`` that holds nothing. The block is
+        outputs: True when taken, what ``feed`` takes as a first ``Preview`` of the start
+        (``start_of(index)``), a ``Preview`` of the text and a ``Commit`` that holds nothing.
+        The block is kept as its text until it is read: a stream of many such blocks then
+        keeps no objects per block for the garbage collector to walk, only strings. It is
         built as ``_generic`` builds a text block: only for an API whose builder builds a
-        part of nothing but text the same way. None: nothing was done; ``feed`` decides."""
-        index = start.index
+        part of nothing but text the same way. False: nothing was done; ``feed`` decides."""
         if (
             self.state is not A.STREAMING
-            or start.kind != "text"
             or index in self._blocks
+            or index in self._whole
             or index in self._hwm
         ):
-            return None
+            return False
+        self._whole[index] = text
+        self._start_of = start_of
+        self._hwm[index] = 0
+        if usage is not None:
+            self._take_usage(usage)
+        self.relayed = True
+        return True
+
+    def _built(self, index: int) -> _Block | None:
+        """The block at ``index``, built now if ``whole_text`` kept it as its text."""
+        block = self._blocks.get(index)
+        if block is None and index in self._whole:
+            block = self._build_whole(index)
+        return block
+
+    def _build_whole(self, index: int) -> _Block:
+        start_of = self._start_of
+        assert start_of is not None, "set with the first block whole_text took"
+        text, start = self._whole.pop(index), start_of(index)
+        assert start.kind == "text", "whole_text takes text blocks"
         block_id = f"g{self.generation}.b{index}"
         block = _Block(block_id, start, [text], previewed=True, stopped=True, committed=True)
         block.block = new_text_block(
@@ -265,11 +292,7 @@ class StreamAssembler:
             attrs=dict(start.attrs),
         )
         self._blocks[index] = block
-        self._hwm[index] = 0
-        if usage is not None:
-            self._take_usage(usage)
-        self.relayed = True
-        return block_id
+        return block
 
     def fail(self, error: TurngateError) -> list[Output]:
         """Fail the turn from outside (a decoder error, a policy decision)."""
@@ -408,7 +431,7 @@ class StreamAssembler:
         return [Preview(event)]
 
     def _block_start(self, event: BlockStart) -> list[Output]:
-        if event.index in self._blocks:
+        if event.index in self._blocks or event.index in self._whole:
             raise _Refused(STREAM_PROTOCOL, f"block {event.index} started twice")
         block = _Block(block_id=f"g{self.generation}.b{event.index}", start=event)
         self._blocks[event.index] = block
@@ -419,7 +442,7 @@ class StreamAssembler:
         return [Preview(event, block.block_id, first=True)]
 
     def _open(self, index: int) -> _Block:
-        block = self._blocks.get(index)
+        block = self._built(index)
         if block is None:
             raise _Refused(STREAM_PROTOCOL, f"block {index} got an event before its start")
         if block.stopped:
@@ -504,6 +527,8 @@ class StreamAssembler:
         )
 
     def _sorted(self) -> list[_Block]:
+        for index in list(self._whole):
+            self._build_whole(index)
         return [self._blocks[i] for i in sorted(self._blocks)]
 
     # --- building and checking blocks ---------------------------------------------------

@@ -62,9 +62,9 @@ _MAX_SKIPPED = 1024
 _PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 
 
-# A text part read through its chunk's template: its block's start, its text, the chunk's
+# A text part read through its chunk's template: its block's index, its text, the chunk's
 # usage (as sent, and counted).
-TextPart = tuple[BlockStart, str, dict[str, Any] | None, Usage | None]
+TextPart = tuple[int, str, dict[str, Any] | None, Usage | None]
 
 
 class GeminiStreamDecoder:
@@ -107,13 +107,17 @@ class GeminiStreamDecoder:
             if native is not None and counts != tuple(native[key] for key in self._counted):
                 native = {**native, **dict(zip(self._counted, counts, strict=True))}
                 usage = usage_of(native)
-        start = BlockStart(self._new(), "text", native_type="text", raw=b"")
-        return start, read[0], native, usage
+        return self._new(), read[0], native, usage
+
+    def text_start(self, index: int) -> BlockStart:
+        """The start of the text block at ``index``, as ``_part`` gives it for a text part
+        of a chunk that is nothing else."""
+        return BlockStart(index, "text", native_type="text", raw=b"")
 
     def events(self, part: TextPart, frame: bytes) -> list[StreamEvent]:
         """The events of a chunk ``quick_block`` took, the chunk's bytes on the last."""
-        start, text, native, usage = part
-        index = start.index
+        index, text, native, usage = part
+        start = self.text_start(index)
         delta = TextDelta(index, text, seq=0, raw=b"")
         if usage is None:
             return [start, delta, BlockStop(index, final={"text": text}, raw=frame)]
