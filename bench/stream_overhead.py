@@ -1,13 +1,32 @@
 """What turngate's stream commit boundary costs, against a bare aiohttp pass-through, same run.
 
 Run: .venv/bin/python -m bench stream     (or: -m bench.stream_overhead [--quick] [--api API])
-     --api anthropic: the same streams as Anthropic Messages events (default: openai_chat)
+     --api openai_chat (default), openai_responses, anthropic or gemini: the same two streams
+     written as that API's upstream writes them
 
-Processes as in bench/proxy_latency.py, each pinned: a fake Chat Completions upstream that
-streams realistic chunks (about 250 bytes each: id, model, fingerprint, one delta), a bare
+Processes as in bench/proxy_latency.py, each pinned: a fake upstream that streams realistic
+chunks (Chat Completions: about 250 bytes each, id, model, fingerprint, one delta), a bare
 aiohttp pass-through that relays the upstream's chunks as they come, and `turngate serve`
 (memory:// and SQLite state). Two streams: 500 chunks of text, and one tool call whose
 arguments come in 500 chunks (turngate holds them and relays the call whole at its stop).
+
+The streams, per API (frames copied from the recordings in ../shared/fixtures):
+
+- openai_chat: ``data: {chat.completion.chunk}`` frames, then ``data: [DONE]``;
+- openai_responses: ``event:`` + ``data:`` frames numbered by ``sequence_number``
+  (created, in_progress, the item and its part, the deltas, the ``.done`` events,
+  ``response.completed``); each delta's ``obfuscation`` pads it to 16 characters, as the
+  recordings' do;
+- anthropic: Messages events, ``message_start`` to ``message_stop``;
+- gemini: ``data:`` frames with CRLF framing and no terminator, written with the spacing
+  Google writes (``": "`` after a key, no space after a comma: ``json.dumps`` with those
+  separators gives the recordings' bytes; orjson writes no spaces). Every text chunk repeats
+  the prompt's usage; the last chunk carries ``finishReason`` and the final usage. The tool
+  call streams in the Vertex ``streamFunctionCallArguments`` form: ``{name, willContinue}``,
+  then ``partialArgs`` pieces (each note in a few ``stringValue`` pieces, ``willContinue``
+  on all but a note's last, which leaves it out as proto3 JSON leaves out a false), then an
+  empty ``functionCall`` that ends the call. Gemini requests name no model in their body:
+  the upstream picks the stream from the user's text.
 
 Printed, per stream and proxy:
 
@@ -33,7 +52,10 @@ Printed, per stream and proxy:
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import os
+import random
 import re
 import signal
 import statistics
@@ -119,7 +141,7 @@ def _event(kind: str, payload: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
 
 
-_MESSAGE = {
+_MESSAGE: dict[str, Any] = {
     "id": "msg_01BENCHx0aLkq3N2TtZ5fYpQe",
     "type": "message",
     "role": "assistant",
@@ -183,19 +205,305 @@ def anthropic_request(kind: str) -> bytes:
     return orjson.dumps(body)
 
 
+_SCHEMA = {"type": "object", "properties": {"notes": {"type": "array"}}}
+_RESPONSE_ID = "resp_0bench4c7f5006bd0068e8278eec2481958c7ecb961293452a"
+_MESSAGE_ID = "msg_0bench4c7f5006bd0068e8279117688190a9ef73d3fe552c76"
+_CALL_ITEM_ID = "fc_0bench4c7f5006bd0068e827962aa8819592a7e51f7fa0d0b3"
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_RANDOM = random.Random(1754693440)
+
+
+def _obfuscation(delta: str) -> str:
+    """Random letters and digits padding a delta to 16 characters, as OpenAI's do (none past
+    16: the recordings hold no longer delta)."""
+    return "".join(_RANDOM.choices(_ALNUM, k=max(0, 16 - len(delta))))
+
+
+def _response(
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+    tools: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A Responses ``response`` object, its fields in the order OpenAI writes them."""
+    return {
+        "id": _RESPONSE_ID,
+        "object": "response",
+        "created_at": 1759422719,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "max_output_tokens": None,
+        "max_tool_calls": None,
+        "model": "gpt-4.1-2025-04-14",
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "prompt_cache_key": None,
+        "reasoning": {"effort": None, "summary": None},
+        "safety_identifier": None,
+        "service_tier": "default" if status == "completed" else "auto",
+        "store": True,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": "auto",
+        "tools": tools,
+        "top_logprobs": 0,
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": None,
+        "metadata": {},
+    }
+
+
+def _numbered(kind: str, seq: int, payload: dict[str, Any]) -> bytes:
+    return _event(kind, {"sequence_number": seq, **payload})
+
+
+def _responses_start(tools: list[dict[str, Any]]) -> list[bytes]:
+    response = _response("in_progress", [], None, tools)
+    return [
+        _numbered("response.created", 0, {"response": response}),
+        _numbered("response.in_progress", 1, {"response": response}),
+    ]
+
+
+def _responses_end(
+    seq: int, item: dict[str, Any], output_tokens: int, tools: list[dict[str, Any]]
+) -> bytes:
+    usage = {
+        "input_tokens": 12,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 12 + output_tokens,
+    }
+    response = _response("completed", [item], usage, tools)
+    return _numbered("response.completed", seq, {"response": response})
+
+
+# The frames before a Responses text stream's first delta: created, in_progress, the message
+# item and its text part.
+_RESPONSES_OPENING = 4
+
+
+def responses_text_chunk(text: str, at: int) -> bytes:
+    """The text delta at position ``at`` of the stream's deltas."""
+    delta = {
+        "item_id": _MESSAGE_ID,
+        "output_index": 0,
+        "content_index": 0,
+        "delta": text,
+        "logprobs": [],
+        "obfuscation": _obfuscation(text),
+    }
+    return _numbered("response.output_text.delta", _RESPONSES_OPENING + at, delta)
+
+
+def responses_text_stream(chunks: int = CHUNKS) -> list[bytes]:
+    texts = [f" word{i}" for i in range(chunks)]
+    item = {"id": _MESSAGE_ID, "type": "message", "status": "in_progress", "content": []}
+    part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+    at = {"item_id": _MESSAGE_ID, "output_index": 0, "content_index": 0}
+    opening = [
+        *_responses_start([]),
+        _numbered(
+            "response.output_item.added",
+            2,
+            {"output_index": 0, "item": {**item, "role": "assistant"}},
+        ),
+        _numbered("response.content_part.added", 3, {**at, "part": part}),
+    ]
+    assert len(opening) == _RESPONSES_OPENING
+    return [
+        *opening,
+        *(responses_text_chunk(text, i) for i, text in enumerate(texts)),
+        *responses_text_closing("".join(texts), chunks),
+    ]
+
+
+def responses_text_closing(whole: str, chunks: int) -> list[bytes]:
+    """The frames after ``chunks`` text deltas that came to ``whole``."""
+    part = {"type": "output_text", "annotations": [], "logprobs": [], "text": whole}
+    item = {
+        "id": _MESSAGE_ID,
+        "type": "message",
+        "status": "completed",
+        "content": [part],
+        "role": "assistant",
+    }
+    at = {"item_id": _MESSAGE_ID, "output_index": 0, "content_index": 0}
+    seq = _RESPONSES_OPENING + chunks
+    return [
+        _numbered("response.output_text.done", seq, {**at, "text": whole, "logprobs": []}),
+        _numbered("response.content_part.done", seq + 1, {**at, "part": part}),
+        _numbered("response.output_item.done", seq + 2, {"output_index": 0, "item": item}),
+        _responses_end(seq + 3, item, chunks, []),
+    ]
+
+
+def responses_tool_stream(chunks: int = CHUNKS) -> list[bytes]:
+    pieces = tool_arguments(chunks)
+    arguments = "".join(pieces)
+    tools = [
+        {
+            "type": "function",
+            "description": None,
+            "name": "write_notes",
+            "parameters": _SCHEMA,
+            "strict": False,
+        }
+    ]
+    item = {
+        "id": _CALL_ITEM_ID,
+        "type": "function_call",
+        "status": "in_progress",
+        "arguments": "",
+        "call_id": "call_bench",
+        "name": "write_notes",
+    }
+    deltas = [
+        _numbered(
+            "response.function_call_arguments.delta",
+            3 + i,
+            {
+                "item_id": _CALL_ITEM_ID,
+                "output_index": 0,
+                "delta": piece,
+                "obfuscation": _obfuscation(piece),
+            },
+        )
+        for i, piece in enumerate(pieces)
+    ]
+    done_item = {**item, "status": "completed", "arguments": arguments}
+    seq = 3 + len(pieces)
+    done = {"item_id": _CALL_ITEM_ID, "output_index": 0, "arguments": arguments}
+    return [
+        *_responses_start(tools),
+        _numbered("response.output_item.added", 2, {"output_index": 0, "item": item}),
+        *deltas,
+        _numbered("response.function_call_arguments.done", seq, done),
+        _numbered("response.output_item.done", seq + 1, {"output_index": 0, "item": done_item}),
+        _responses_end(seq + 2, done_item, len(pieces), tools),
+    ]
+
+
+def responses_request(kind: str) -> bytes:
+    body: dict[str, Any] = {"model": f"bench-{kind}", "input": "go", "stream": True}
+    if kind.startswith("tools"):
+        body["tools"] = [{"type": "function", "name": "write_notes", "parameters": _SCHEMA}]
+    return orjson.dumps(body)
+
+
+GEMINI = "/v1beta/models/bench:streamGenerateContent"
+_GEMINI_PROMPT = 15
+_GEMINI_USAGE = {
+    "promptTokenCount": _GEMINI_PROMPT,
+    "totalTokenCount": _GEMINI_PROMPT,
+    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": _GEMINI_PROMPT}],
+}
+
+
+def _gemini(parts: list[dict[str, Any]], finished: int | None = None) -> bytes:
+    """One chunk; ``finished``: the last, with the count of the turn's output tokens."""
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+    usage = _GEMINI_USAGE
+    if finished is not None:
+        candidate["finishReason"] = "STOP"
+        usage = {
+            "promptTokenCount": _GEMINI_PROMPT,
+            "candidatesTokenCount": finished,
+            "totalTokenCount": _GEMINI_PROMPT + finished,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": _GEMINI_PROMPT}],
+            "candidatesTokensDetails": [{"modality": "TEXT", "tokenCount": finished}],
+        }
+    body = {
+        "candidates": [candidate],
+        "usageMetadata": usage,
+        "modelVersion": "gemini-2.0-flash",
+        "responseId": "w1peaBENCHOvnvgPgYfPiQY",
+    }
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ": "))
+    return b"data: " + data.encode() + b"\r\n\r\n"
+
+
+def gemini_text_chunk(text: str, _at: int = 0) -> bytes:
+    return _gemini([{"text": text}])
+
+
+def gemini_text_stream(chunks: int = CHUNKS) -> list[bytes]:
+    texts = [gemini_text_chunk(f" word{i}") for i in range(chunks)]
+    return [*texts, *gemini_text_closing("", chunks)]
+
+
+def gemini_text_closing(_whole: str, chunks: int) -> list[bytes]:
+    """The last chunk: no more text, the finish reason and the turn's usage."""
+    return [_gemini([{"text": ""}], finished=chunks)]
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    """``text`` cut into ``pieces`` runs of (nearly) equal length."""
+    bounds = [len(text) * i // pieces for i in range(pieces + 1)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def gemini_tool_stream(chunks: int = CHUNKS) -> list[bytes]:
+    """The call's notes in as many ``partialArgs`` pieces as ``tool_arguments`` has
+    fragments, a few per note, each note's last ending its string."""
+    count = len(tool_arguments(chunks))
+    notes = orjson.loads("".join(tool_arguments(chunks)))["notes"]
+    each, more = divmod(count, len(notes))
+    frames = [_gemini([{"functionCall": {"name": "write_notes", "willContinue": True}}])]
+    for k, note in enumerate(notes):
+        cut = _split(note, each + (k < more))
+        for at, piece in enumerate(cut):
+            arg: dict[str, Any] = {"jsonPath": f"$.notes[{k}]", "stringValue": piece}
+            if at < len(cut) - 1:
+                arg["willContinue"] = True
+            frames.append(_gemini([{"functionCall": {"partialArgs": [arg], "willContinue": True}}]))
+    assert len(frames) == count + 1
+    return [*frames, _gemini([{"functionCall": {}}]), _gemini([{"text": ""}], finished=count)]
+
+
+def gemini_request(kind: str) -> bytes:
+    body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": f"bench-{kind}"}]}]}
+    if kind.startswith("tools"):
+        declaration = {"name": "write_notes", "parameters": _SCHEMA}
+        body["tools"] = [{"functionDeclarations": [declaration]}]
+    return orjson.dumps(body)
+
+
+def _model_of(body: dict[str, Any]) -> str:
+    return str(body["model"])
+
+
+def _gemini_kind(body: dict[str, Any]) -> str:
+    return str(body["contents"][0]["parts"][0]["text"])
+
+
 @dataclass(frozen=True)
 class Api:
-    """One API's streams: its upstream path, turngate's route prefix for it, its text and
-    tool-argument streams, one text chunk, how many frames open a stream, its request."""
+    """One API's streams: its upstream path (and query), turngate's route prefix for it, its
+    text and tool-argument streams, one text chunk (its text, its position among the text
+    chunks), how many frames open a text stream and the frames that close one (given its
+    whole text and its count of chunks): ``text(n)`` is those opening frames, ``n`` text
+    chunks, then the closing ones. Then its request, and what in a request's body names
+    the stream the upstream answers it with."""
 
     name: str
     path: str
     prefix: str
     text: Callable[[int], list[bytes]]
     tools: Callable[[int], list[bytes]]
-    text_chunk: Callable[[str], bytes]
+    text_chunk: Callable[[str, int], bytes]
     opening: int
+    closing: Callable[[str, int], list[bytes]]
     request: Callable[[str], bytes]
+    kind_of: Callable[[dict[str, Any]], str] = _model_of
+    query: str = ""
 
 
 APIS = {
@@ -205,9 +513,21 @@ APIS = {
         "/openai",
         text_stream,
         tool_stream,
-        lambda text: _chunk({"content": text}),
+        lambda text, _at: _chunk({"content": text}),
         1,
+        lambda _whole, _chunks: text_stream(0)[1:],
         request,
+    ),
+    "openai_responses": Api(
+        "openai_responses",
+        "/v1/responses",
+        "/openai",
+        responses_text_stream,
+        responses_tool_stream,
+        responses_text_chunk,
+        _RESPONSES_OPENING,
+        responses_text_closing,
+        responses_request,
     ),
     "anthropic": Api(
         "anthropic",
@@ -215,9 +535,23 @@ APIS = {
         "/anthropic",
         anthropic_text_stream,
         anthropic_tool_stream,
-        anthropic_text_chunk,
+        lambda text, _at: anthropic_text_chunk(text),
         2,
+        lambda _whole, _chunks: anthropic_text_stream(0)[2:],
         anthropic_request,
+    ),
+    "gemini": Api(
+        "gemini",
+        GEMINI,
+        "/gemini",
+        gemini_text_stream,
+        gemini_tool_stream,
+        gemini_text_chunk,
+        0,
+        gemini_text_closing,
+        gemini_request,
+        kind_of=_gemini_kind,
+        query="?alt=sse",
     ),
 }
 
@@ -235,8 +569,7 @@ def run_upstream(port: int, api: Api = APIS["openai_chat"]) -> None:
     release = asyncio.Event()
 
     async def answer(request: web.Request) -> web.StreamResponse:
-        body = orjson.loads(await request.read())
-        model = body["model"]
+        model = api.kind_of(orjson.loads(await request.read()))
         paced, held = model.endswith(("-paced", "-stamped")), model.endswith("-held")
         kind = model.removesuffix("-paced").removesuffix("-held").removesuffix("-stamped")
         frames = streams[kind]
@@ -266,14 +599,16 @@ def run_upstream(port: int, api: Api = APIS["openai_chat"]) -> None:
 
 async def stamped(response: web.StreamResponse, api: Api) -> None:
     """Paced text chunks, each carrying the moment it was written (CLOCK_MONOTONIC, the same
-    clock in every process of the machine)."""
-    frames = api.text(0)
-    for frame in frames[: api.opening]:
+    clock in every process of the machine), then the frames that close the stream (those
+    that repeat the text, as Responses' ``.done`` events do, repeat the stamped text)."""
+    for frame in api.text(0)[: api.opening]:
         await response.write(frame)
+    texts = []
     for i in range(CHUNKS):
-        await response.write(api.text_chunk(f" w{i}@{time.perf_counter_ns()}@"))
+        texts.append(f" w{i}@{time.perf_counter_ns()}@")
+        await response.write(api.text_chunk(texts[-1], i))
         await asyncio.sleep(PACE)
-    for frame in frames[api.opening :]:
+    for frame in api.closing("".join(texts), CHUNKS):
         await response.write(frame)
     await response.write_eof()
 
@@ -289,8 +624,9 @@ def run_bare(port: int, upstream: str, api: Api = APIS["openai_chat"]) -> None:
     async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
+        query = f"?{request.query_string}" if request.query_string else ""
         async with request.app[session_key].post(
-            upstream + api.path, data=body, headers=headers
+            upstream + api.path + query, data=body, headers=headers
         ) as up:
             response = web.StreamResponse(status=up.status)
             response.content_type = up.content_type
@@ -363,7 +699,9 @@ def rss_bytes(pid: int) -> int:
 
 async def chunk_latency(targets: list[Target], streams: int, api: Api) -> dict[str, float]:
     """Median microseconds from the upstream writing a paced text chunk to the client reading
-    it, per target (targets alternate stream by stream)."""
+    it, per target (targets alternate stream by stream). Each stamp is taken at its first
+    reading: only a stamp later than the last one taken counts, so closing frames that
+    repeat the text (Responses' ``.done`` events) add none."""
     body = api.request("text").replace(b'"bench-text"', b'"bench-text-stamped"')
     headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
     latencies: dict[str, list[float]] = {t.name: [] for t in targets}
@@ -371,10 +709,14 @@ async def chunk_latency(targets: list[Target], streams: int, api: Api) -> dict[s
         for round_ in range(streams + 1):
             for target in targets:
                 seen: list[float] = []
+                last = 0
                 async with session.post(target.url, data=body, headers=headers) as resp:
                     async for chunk in resp.content.iter_any():
                         now = time.perf_counter_ns()
-                        seen += [(now - int(s)) / 1000 for s in _STAMP.findall(chunk)]
+                        for stamp in map(int, _STAMP.findall(chunk)):
+                            if stamp > last:
+                                seen.append((now - stamp) / 1000)
+                                last = stamp
                 if round_:  # the first round warms up
                     latencies[target.name] += seen
     return {name: statistics.median(found) for name, found in latencies.items()}
@@ -456,6 +798,7 @@ async def run(quick: bool, api: Api) -> None:
     state = Path(tempfile.mkdtemp(prefix="turngate-bench-")) / "state.db"
     serve = [sys.executable, "-m", "turngate.cli", "serve", "--log-level", "warning"]
     serve += ["--upstream-openai", upstream, "--upstream-anthropic", upstream]
+    serve += ["--upstream-gemini", upstream]
     processes = [
         start([*me, "upstream", str(ports["upstream"]), api.name], LOAD_CORE),
         start([*me, "bare", str(ports["bare"]), upstream, api.name], PROXY_CORE),
@@ -470,9 +813,9 @@ async def run(quick: bool, api: Api) -> None:
         await wait_ready(f"http://127.0.0.1:{ports['bare']}/")
         await wait_ready(f"http://127.0.0.1:{ports['turngate']}/healthz")
         await wait_ready(f"http://127.0.0.1:{ports['turngate-sqlite']}/healthz")
-        route = api.prefix + api.path
+        route = api.prefix + api.path + api.query
         targets = [
-            Target("direct", upstream + api.path, None),
+            Target("direct", upstream + api.path + api.query, None),
             Target(
                 "bare pass-through", f"http://127.0.0.1:{ports['bare']}{route}", processes[1].pid
             ),
