@@ -10,6 +10,7 @@ the relay's quick flag, its resume cursor and the turn must be the same.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,9 @@ class Shape:
     text: Callable[[dict[str, Any], str, int, bytes], bytes]
     closing: Callable[[dict[str, Any], str, int, bytes], list[bytes]]
     in_full: int = 1
+    # Tool-call streams: the texts become a call's arguments, {"notes": texts}, cut into as
+    # many fragments as there are texts.
+    arguments: bool = False
 
 
 def _anthropic_opening(env: dict[str, Any], le: bytes) -> list[bytes]:
@@ -164,6 +168,77 @@ def _gemini_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> lis
     return [_gemini_frame({**chunk, "responseId": env["id"]}, le)]
 
 
+def _anthropic_call_opening(env: dict[str, Any], le: bytes) -> list[bytes]:
+    block = {"type": "tool_use", "id": "toolu_1", "name": "notes", "input": {}}
+    return [
+        _anthropic_opening(env, le)[0],
+        _frame("content_block_start", {"index": 0, "content_block": block}, le),
+    ]
+
+
+def _anthropic_arguments(env: dict[str, Any], piece: str, seq: int, le: bytes) -> bytes:
+    delta = {"type": "input_json_delta", "partial_json": piece}
+    return _frame("content_block_delta", {"index": 0, "delta": delta}, le, pad=len(piece) % 5)
+
+
+def _anthropic_call_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
+    stop = {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}
+    return [
+        _frame("content_block_stop", {"index": 0}, le),
+        _frame("message_delta", stop, le),
+        _frame("message_stop", {}, le),
+    ]
+
+
+def _responses_call_item(env: dict[str, Any], arguments: str, status: str) -> dict[str, Any]:
+    return {
+        "id": env["item"],
+        "type": "function_call",
+        "status": status,
+        "arguments": arguments,
+        "call_id": "call_1",
+        "name": "notes",
+    }
+
+
+def _responses_call_opening(env: dict[str, Any], le: bytes) -> list[bytes]:
+    item = _responses_call_item(env, "", "in_progress")
+    return [
+        _responses_opening(env, le)[0],
+        _frame(
+            "response.output_item.added",
+            {"sequence_number": 1, "output_index": 0, "item": item},
+            le,
+        ),
+    ]
+
+
+def _responses_arguments(env: dict[str, Any], piece: str, seq: int, le: bytes) -> bytes:
+    payload: dict[str, Any] = {
+        "sequence_number": seq,
+        "item_id": env["item"],
+        "output_index": 0,
+        "delta": piece,
+    }
+    if env["obfuscation"] is not None:
+        payload["obfuscation"] = env["obfuscation"]
+    return _frame("response.function_call_arguments.delta", payload, le)
+
+
+def _responses_call_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
+    item = _responses_call_item(env, whole, "completed")
+    response = {"id": env["id"], "object": "response", "status": "completed"}
+    response |= {"model": env["model"], "output": [item], "usage": {"input_tokens": 3}}
+    return [
+        _frame(
+            "response.output_item.done",
+            {"sequence_number": seq, "output_index": 0, "item": item},
+            le,
+        ),
+        _frame("response.completed", {"sequence_number": seq + 1, "response": response}, le),
+    ]
+
+
 SHAPES = {
     "anthropic": Shape("anthropic", _anthropic_opening, _anthropic_text, _anthropic_closing),
     "openai_responses": Shape(
@@ -173,6 +248,20 @@ SHAPES = {
     "gemini": Shape("gemini", lambda env, le: [], _gemini_text, _gemini_closing, in_full=2),
     "gemini_same_usage": Shape(
         "gemini", lambda env, le: [], _gemini_text_same_usage, _gemini_closing, in_full=2
+    ),
+    "anthropic_call": Shape(
+        "anthropic",
+        _anthropic_call_opening,
+        _anthropic_arguments,
+        _anthropic_call_closing,
+        arguments=True,
+    ),
+    "openai_responses_call": Shape(
+        "openai_responses",
+        _responses_call_opening,
+        _responses_arguments,
+        _responses_call_closing,
+        arguments=True,
     ),
 }
 
@@ -188,8 +277,12 @@ def _relays(shape: str, marks: MarkStyle | None = None) -> tuple[StreamRelay, St
 
 
 def _text_of(relayed: list[Any]) -> str:
-    """The text of the turn ``_relayed`` ended with (Gemini: a block per chunk)."""
-    return "".join(block["text"] for block in relayed[-2])
+    """The text of the turn ``_relayed`` ended with (Gemini: a block per chunk); of a call,
+    its notes."""
+    blocks = relayed[-2]
+    if blocks and "arguments" in blocks[0]:
+        return "".join(orjson.loads(blocks[0]["arguments"])["notes"])
+    return "".join(block["text"] for block in blocks)
 
 
 def _relayed(relay: StreamRelay, reads: list[bytes]) -> list[Any]:
@@ -214,6 +307,10 @@ def _relayed(relay: StreamRelay, reads: list[bytes]) -> list[Any]:
 def _stream(shape: Shape, env: dict[str, Any], texts: list[str], le: bytes) -> list[bytes]:
     opening = shape.opening(env, le)
     seq = len(opening)
+    if shape.arguments:
+        whole = orjson.dumps({"notes": texts}).decode()
+        cuts = [len(whole) * n // len(texts) for n in range(len(texts) + 1)]
+        texts = [whole[a:b] for a, b in itertools.pairwise(cuts)]
     frames = [shape.text(env, text, seq + n, le) for n, text in enumerate(texts)]
     return [*opening, *frames, *shape.closing(env, "".join(texts), seq + len(texts), le)]
 
@@ -239,22 +336,21 @@ def _template_reads(relay: StreamRelay, reads: list[bytes], monkeypatch: pytest.
 
 @pytest.mark.parametrize("api", sorted(SHAPES))
 @pytest.mark.parametrize("line_end", [b"\n", b"\r\n"])
-def test_text_frames_after_the_first_are_read_through_the_template(
+def test_delta_frames_after_the_first_are_read_through_the_template(
     api: str, line_end: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = {"id": "msg_1", "model": "m", "item": "msg_1", "obfuscation": "abc123"}
     texts = ["Hel", "lo", ' "wo', "rld\\", "\n!", "é"]
     reads = _stream(SHAPES[api], env, texts, line_end)
     on, off = _relays(api)
-    assert _relayed(on, reads) == _relayed(off, reads)
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert _text_of(relayed) == "".join(texts)
     on, off = _relays(api)
-    # The first text frame cuts the template; each later one fits it.
+    # The first delta frame cuts the template; each later one fits it.
     in_full = SHAPES[api].in_full
     assert _template_reads(on, reads, monkeypatch) == len(texts) - in_full
     assert _template_reads(off, reads, monkeypatch) == 0
-    _tail, outcome = on.finish()
-    assert isinstance(outcome, AssistantTurn)
-    assert "".join(block.semantic()["text"] for block in outcome.blocks) == "".join(texts)
 
 
 @pytest.mark.parametrize("api", sorted(SHAPES))

@@ -19,6 +19,7 @@ from turngate.adapters.sse import (
     SSEFrame,
     StreamEncoder,
 )
+from turngate.adapters.template import QuickDelta
 from turngate.errors import TurngateError
 from turngate.graph.assembler import (
     AssemblerState,
@@ -34,6 +35,7 @@ from turngate.graph.assembler import (
 )
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.events import (
+    ArgsDelta,
     BlockStart,
     BlockStop,
     ResponseStart,
@@ -61,14 +63,15 @@ class StreamDecoder(Protocol):
 
 
 class TemplateStreamDecoder(StreamDecoder, Protocol):
-    """A decoder that reads a whole frame of more text through the template of the text
-    frame before it (adapters/template.py)."""
+    """A decoder that reads a whole frame of more text (or more arguments) through the
+    template of the block's frame before it (adapters/template.py)."""
 
-    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
+    def quick_frame(self, frame: bytes) -> QuickDelta | None:
         """A whole frame (a read at a frame boundary, ``SSEDecoder.at_boundary``, or a
-        frame the SSE decoder cut) that fits the template of the block's text frame before
-        it, as the (block index, text, sequence number) of the ``TextDelta`` that decoding
-        it gives, its decoder state taken as that decoding would. None: nothing taken."""
+        frame the SSE decoder cut) that fits the template of the block's delta frame
+        before it, as the (block index, text or fragment, sequence number, arguments or
+        not) of the ``TextDelta`` or ``ArgsDelta`` that decoding it gives, its decoder state
+        taken as that decoding would. None: nothing taken."""
         ...
 
 
@@ -101,7 +104,7 @@ class DataStreamDecoder(TemplateStreamDecoder, Protocol):
     """A decoder of a data-only stream (Chat): a frame is read from its ``data`` and bytes
     alone, and more text in the envelope of the chunk before is read from its text."""
 
-    def quick_text(self, data: bytes) -> tuple[int, str, int] | None: ...
+    def quick_text(self, data: bytes) -> QuickDelta | None: ...
 
     def decode_data(self, data: bytes, whole: bytes) -> list[StreamEvent]: ...
 
@@ -190,9 +193,10 @@ class StreamRelay:
         self._numbered = False
         self._held = b""
         self._failure_written = False
-        # The last ``feed`` was one frame of more previewed text, or of a text block whole
-        # whose commit writes nothing (no marks), relayed as it came: no failure, end or
-        # handle came with it, and nothing held was released.
+        # The last ``feed`` was only frames of more previewed text, of a text block whole
+        # whose commit writes nothing (no marks), relayed as they came, or of more arguments
+        # of a call being held: no failure, end or handle came with it, and nothing held
+        # was released.
         self.quick = False
 
     @property
@@ -380,18 +384,24 @@ class StreamRelay:
         self.quick = self._events(events, generation, out)
         return out[0] if len(out) == 1 else b"".join(out)
 
-    def _more_text(self, taken: tuple[int, str, int], data: bytes, generation: int | None) -> bytes:
+    def _more_text(self, taken: QuickDelta, data: bytes, generation: int | None) -> bytes:
         """A frame the decoder took as more text (``quick_text``, ``quick_frame``): relayed
-        as it came when it is more of a previewed block, through the assembler as a
-        ``TextDelta`` else."""
-        index, text, seq = taken
-        if self.assembler.preview_more(index, text, seq):
+        as it came when it is more of a previewed block; or as more arguments: held, nothing
+        written, when they are more of a held call; through the assembler as the
+        ``TextDelta`` or ``ArgsDelta`` else."""
+        index, piece, seq, args = taken
+        if (
+            self.assembler.hold_args(index, piece, seq, data)
+            if args
+            else (self.assembler.preview_more(index, piece, seq))
+        ):
             self._count(None, seq)
             self.quick = True
-            return data
+            return b"" if args else data
         self.quick = False
         out: list[bytes] = []
-        self._feed_events([TextDelta(index, text, seq, data)], generation, out)
+        event = ArgsDelta(index, piece, seq, data) if args else TextDelta(index, piece, seq, data)
+        self._feed_events([event], generation, out)
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _whole_text(
@@ -434,7 +444,8 @@ class StreamRelay:
 
         out: list[bytes] = []
         self.quick = self._decoded(lines, decode, generation, out)
-        return data if self.quick else b"".join(out)
+        # Every frame relayed as it came (a held one gives no piece): the read itself.
+        return data if self.quick and len(out) == len(lines) else b"".join(out)
 
     def _decoded(
         self,
@@ -444,7 +455,8 @@ class StreamRelay:
         out: list[bytes],
     ) -> bool:
         """Append the client bytes of each item's events to ``out``, up to a decoder failure
-        (its error event last). True: every item was only more previewed text (``quick``)."""
+        (its error event last). True: every item was only more previewed text or more held
+        arguments (``quick``)."""
         quick = True
         for item in items:
             try:
@@ -456,16 +468,22 @@ class StreamRelay:
         return quick
 
     def _events(self, events: list[StreamEvent], generation: int | None, out: list[bytes]) -> bool:
-        """Append the client bytes of one frame's events to ``out``. True: the frame was only
-        more text of a block already previewed, relayed as it came (``quick``)."""
+        """Append the client bytes of one frame's events to ``out``. True (``quick``): the
+        frame was only more text of a block already previewed, relayed as it came (its one
+        piece appended), or more arguments of a call being held (nothing appended)."""
         active = generation is None or generation == self.generation
-        if active and len(events) == 1 and self._previewed(events[0]):
+        if active and len(events) == 1:
             event = events[0]
-            assert event.raw is not None
-            assert event.seq is not None
-            self._count(event, event.seq)
-            out.append(event.raw)
-            return True
+            if self._previewed(event):
+                assert event.raw is not None
+                assert event.seq is not None
+                self._count(event, event.seq)
+                out.append(event.raw)
+                return True
+            if self._held_args(event):
+                assert event.seq is not None
+                self._count(event, event.seq)
+                return True
         self._feed_events(events, generation, out)
         return False
 
@@ -492,6 +510,15 @@ class StreamRelay:
             type(event) is TextDelta
             and event.raw is not None
             and self.assembler.preview_text(event)
+        )
+
+    def _held_args(self, event: StreamEvent) -> bool:
+        """An event of the active generation taken as more arguments of a call being held
+        (``StreamAssembler.hold_args``): what ``feed`` makes of it, with nothing to write."""
+        return (
+            type(event) is ArgsDelta
+            and event.seq is not None
+            and self.assembler.hold_args(event.index, event.fragment, event.seq, event.raw)
         )
 
     def _count(self, event: StreamEvent | None, seq: int) -> None:

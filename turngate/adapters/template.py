@@ -70,6 +70,10 @@ class Hole:
 # The spaces before the last byte of a frame's data, its object's closing brace.
 PAD = Hole(b"", (), "pad")
 
+# A delta a decoder read through its template: (block index, its text or argument
+# fragment, its sequence number, whether it is arguments).
+QuickDelta = tuple[int, str, int, bool]
+
 
 @dataclass(frozen=True, slots=True)
 class FrameTemplate:

@@ -243,6 +243,28 @@ class StreamAssembler:
             block.joined += 1
         return True
 
+    def hold_args(self, index: int, fragment: str, seq: int, raw: bytes | None) -> bool:
+        """``feed`` of ``ArgsDelta(index, fragment, seq, raw)`` for more arguments of a call
+        (or a server tool's input) already started and not stopped, new by its sequence,
+        while streaming: held, as ``feed`` holds it, and nothing to relay. False: nothing
+        was done; ``feed`` decides."""
+        block = self._blocks.get(index)
+        if self.state is not A.STREAMING or block is None or block.stopped:
+            return False
+        if block.start.kind not in ("tool_call", "server_tool"):
+            return False
+        high = self._hwm.get(index)
+        if high is not None and seq <= high:
+            return False
+        self._hwm[index] = seq
+        parts = block.parts
+        parts.append(fragment)
+        if len(parts) >= block.joined + _JOIN_EVERY:
+            parts[block.joined :] = ["".join(parts[block.joined :])]
+            block.joined += 1
+        block.held.append(ArgsDelta(index, fragment, seq, raw))
+        return True
+
     def whole_text(
         self, index: int, text: str, usage: Usage | None, start_of: Callable[[int], BlockStart]
     ) -> bool:

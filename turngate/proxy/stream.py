@@ -272,8 +272,9 @@ class StreamSession:
                 else:
                     out = relay.feed(chunk)
                     if relay.quick and previews:
-                        # More text of previewed blocks, nothing else (no commit, failure,
-                        # end or handle): written, without the step's checks.
+                        # More text of previewed blocks or more held arguments, nothing
+                        # else (no failure, end or handle, nothing held released): written,
+                        # without the step's checks.
                         await self._write(out)
                         stop = None
                     else:

@@ -24,7 +24,7 @@ from turngate.adapters.anthropic.blocks import (
 )
 from turngate.adapters.anthropic.response import usage_of
 from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
-from turngate.adapters.template import PAD, FrameTemplate, Hole, cut
+from turngate.adapters.template import PAD, FrameTemplate, Hole, QuickDelta, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -49,6 +49,7 @@ from turngate.graph.turn import Usage
 
 _ARGUMENT_BLOCKS = frozenset({"tool_use"} | SERVER_CALL_TYPES)
 _TEXT_HOLES = (Hole(b'"text":', ("delta", "text"), "text"), PAD)
+_ARGS_HOLES = (Hole(b'"partial_json":', ("delta", "partial_json"), "text"), PAD)
 # Templates a text block may cut: a provider whose frames change from delta to delta would
 # otherwise pay for a probe on every one.
 _TEMPLATES_PER_BLOCK = 4
@@ -69,25 +70,31 @@ class AnthropicStreamDecoder:
         self._counts: dict[int, int] = {}
         self._input_tokens: int | None = None
         self._open: int | None = None
-        # The whole frame of the open text block's last text delta read in full, and its
-        # block (adapters/template.py); dropped when a block starts or stops.
+        # The whole frame of the open block's last text or argument delta read in full, its
+        # block and whether it holds arguments (adapters/template.py); dropped when a block
+        # starts or stops.
         self._template: FrameTemplate | None = None
         self._template_block = -1
+        self._template_args = False
         self._templates_left = 0
 
-    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
-        """``TemplateStreamDecoder.quick_frame``: more text of the open text block."""
+    def quick_frame(self, frame: bytes) -> QuickDelta | None:
+        """``TemplateStreamDecoder.quick_frame``: more text, or more arguments, of the open
+        block."""
         template = self._template
         if template is None:
             return None
         read = template.read(frame)
         if read is None:
             return None
-        index, text = self._template_block, read[0]
+        index, piece, args = self._template_block, read[0], self._template_args
         seq = self._counts[index]
         self._counts[index] = seq + 1
-        self._grown[(index, "text")].append(text)
-        return index, text, seq
+        if args:
+            self._json[index].append(piece)
+        else:
+            self._grown[(index, "text")].append(piece)
+        return index, piece, seq, args
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
@@ -97,9 +104,9 @@ class AnthropicStreamDecoder:
         raw = frame.raw
         if kind == "content_block_delta":
             event = self._delta(payload, raw)
-            if type(event) is TextDelta and self._templates_left:
+            if self._templates_left and (type(event) is TextDelta or type(event) is ArgsDelta):
                 self._templates_left -= 1
-                self._cut(frame, payload, event.index)
+                self._cut(frame, payload, event.index, type(event) is ArgsDelta)
             return [event]
         if kind == "content_block_start":
             return self._start(payload, raw)
@@ -120,11 +127,13 @@ class AnthropicStreamDecoder:
         # ``ping`` and event types added later: frames with nothing to assemble.
         return [Native(str(kind), raw=raw)]
 
-    def _cut(self, frame: SSEFrame, payload: dict[str, Any], index: int) -> None:
-        """The template of this text delta's whole frame (None when it cannot be cut)."""
-        template = cut(frame.data, payload, _TEXT_HOLES)
+    def _cut(self, frame: SSEFrame, payload: dict[str, Any], index: int, args: bool) -> None:
+        """The template of this text (or argument) delta's whole frame (None when it cannot
+        be cut)."""
+        template = cut(frame.data, payload, _ARGS_HOLES if args else _TEXT_HOLES)
         self._template = None if template is None else template.framed(frame.raw, frame.data)
         self._template_block = index
+        self._template_args = args
 
     def _message_start(self, payload: dict[str, Any], raw: bytes) -> list[StreamEvent]:
         message = payload.get("message")

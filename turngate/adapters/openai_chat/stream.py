@@ -24,7 +24,7 @@ from turngate.adapters.sse import (
     frame_object,
     own_frame,
 )
-from turngate.adapters.template import FrameTemplate, Hole, cut
+from turngate.adapters.template import FrameTemplate, Hole, QuickDelta, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -78,20 +78,20 @@ class ChatStreamDecoder:
             return []
         return self.decode_data(frame.data, frame.raw)
 
-    def quick_text(self, data: bytes) -> tuple[int, str, int] | None:
+    def quick_text(self, data: bytes) -> QuickDelta | None:
         """A frame's ``data`` that fits the template of the text chunk before it (another
         text, nothing else changed), as the (block index, text, sequence number) of the
         ``TextDelta`` that ``decode_data`` gives for it; the number is taken. None: not
         such a chunk, nothing taken."""
         return self._take(self._template, data)
 
-    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
+    def quick_frame(self, frame: bytes) -> QuickDelta | None:
         """``quick_text`` of a whole frame, ``data: `` and blank line included, read at a
         frame boundary (``SSEDecoder.at_boundary``): a frame that fits is one frame of one
         ``data`` line, so the SSE decoder need not look at it."""
         return self._take(self._frame_template, frame)
 
-    def _take(self, template: FrameTemplate | None, data: bytes) -> tuple[int, str, int] | None:
+    def _take(self, template: FrameTemplate | None, data: bytes) -> QuickDelta | None:
         index = self._text
         if template is None or index is None:
             return None
@@ -101,14 +101,14 @@ class ChatStreamDecoder:
         text = read[0]
         seq = self._counts[index]
         self._counts[index] = seq + 1
-        return index, text, seq
+        return index, text, seq, False
 
     def decode_data(self, data: bytes, whole: bytes) -> list[StreamEvent]:
         """``decode`` of a whole frame given as its ``data`` and its bytes (the relay reads
         a one-line frame without building the ``SSEFrame``)."""
         taken = self.quick_text(data)
         if taken is not None:
-            index, text, seq = taken
+            index, text, seq, _args = taken
             return [TextDelta(index, text, seq, whole)]
         return self.parse_data(data, whole)
 

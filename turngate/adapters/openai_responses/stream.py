@@ -28,7 +28,7 @@ from turngate.adapters.openai_responses.items import (
 )
 from turngate.adapters.openai_responses.response import stop_reason
 from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
-from turngate.adapters.template import FrameTemplate, Hole, cut
+from turngate.adapters.template import FrameTemplate, Hole, QuickDelta, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -80,22 +80,23 @@ class ResponsesStreamDecoder:
         self._outputs: set[int] = set()
         self._open_item: int | None = None
         self._counts: dict[int, int] = {}
-        # The whole frame of the last numbered text delta read in full, and its block
-        # (adapters/template.py).
+        # The whole frame of the last numbered text or argument delta read in full, its block
+        # and whether it holds arguments (adapters/template.py).
         self._template: FrameTemplate | None = None
         self._template_block = -1
+        self._template_args = False
         self._templates_left = _TEMPLATES_PER_PART
 
-    def quick_frame(self, frame: bytes) -> tuple[int, str, int] | None:
-        """``TemplateStreamDecoder.quick_frame``: more text of the same content part, its
-        ``sequence_number`` the delta's sequence."""
+    def quick_frame(self, frame: bytes) -> QuickDelta | None:
+        """``TemplateStreamDecoder.quick_frame``: more text of the same content part, or
+        more arguments of the same call, its ``sequence_number`` the delta's sequence."""
         template = self._template
         if template is None:
             return None
         read = template.read(frame)
         if read is None:
             return None
-        return self._template_block, read[0], read[1][0]
+        return self._template_block, read[0], read[1][0], self._template_args
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
@@ -110,7 +111,7 @@ class ResponsesStreamDecoder:
             text = _str(payload, "delta")
             if type(seq) is int and self._templates_left:
                 self._templates_left -= 1
-                self._cut(frame, payload, index)
+                self._cut(frame, payload, index, False)
             return [TextDelta(index, text, seq=self._seq(index, seq), raw=raw)]
         if kind in _REASONING_DELTAS:
             index = self._item(payload)
@@ -119,6 +120,9 @@ class ResponsesStreamDecoder:
         if kind in _ARGS_DELTAS:
             index = self._item(payload)
             fragment = _str(payload, "delta")
+            if type(seq) is int and self._templates_left:
+                self._templates_left -= 1
+                self._cut(frame, payload, index, True)
             return [ArgsDelta(index, fragment, seq=self._seq(index, seq), raw=raw)]
         if kind == "response.output_item.added":
             return [self._item_added(payload, seq, raw)]
@@ -152,14 +156,16 @@ class ResponsesStreamDecoder:
         # added later) carries nothing to assemble; it belongs to its item if it names one.
         return [Native(str(kind), index=self._owner(payload), seq=seq, raw=raw)]
 
-    def _cut(self, frame: SSEFrame, payload: dict[str, Any], index: int) -> None:
-        """The template of a numbered text delta's whole frame (None when it cannot be cut).
-        Reading one changes no decoder state: its block and sequence are in the frame."""
+    def _cut(self, frame: SSEFrame, payload: dict[str, Any], index: int, args: bool) -> None:
+        """The template of a numbered text (or argument) delta's whole frame (None when it
+        cannot be cut). Reading one changes no decoder state: its block and sequence are in
+        the frame."""
         obfuscated = type(payload.get("obfuscation")) is str
         holes = (*_TEXT_HOLES, _OBFUSCATION) if obfuscated else _TEXT_HOLES
         template = cut(frame.data, payload, holes)
         self._template = None if template is None else template.framed(frame.raw, frame.data)
         self._template_block = index
+        self._template_args = args
 
     def _response_start(self, payload: dict[str, Any], seq: int | None, raw: bytes) -> StreamEvent:
         self._started = True
@@ -191,6 +197,7 @@ class ResponsesStreamDecoder:
                 )
             self._outputs.add(output_index)
             self._open_item = output_index
+            self._templates_left = _TEMPLATES_PER_PART
         kind = _name(item.get("type"))
         if kind == "message":
             return Native("response.output_item.added", seq=seq, raw=raw)
