@@ -274,8 +274,9 @@ class StreamAssembler:
         (``start_of(index)``), a ``Preview`` of the text and a ``Commit`` that holds nothing.
         The block is kept as its text until it is read: a stream of many such blocks then
         keeps no objects per block for the garbage collector to walk, only strings. It is
-        built as ``_generic`` builds a text block: only for an API whose builder builds a
-        part of nothing but text the same way. False: nothing was done; ``feed`` decides."""
+        built as ``_generic`` builds a text block with no attributes of its own (its start
+        has none): only for an API whose builder builds a part of nothing but text the same
+        way. False: nothing was done; ``feed`` decides."""
         if (
             self.state is not A.STREAMING
             or index in self._blocks
@@ -303,6 +304,7 @@ class StreamAssembler:
         assert start_of is not None, "set with the first block whole_text took"
         text, start = self._whole.pop(index), start_of(index)
         assert start.kind == "text", "whole_text takes text blocks"
+        assert not start.attrs, "whole_text takes blocks with no attributes of their own"
         block_id = f"g{self.generation}.b{index}"
         block = _Block(block_id, start, [text], previewed=True, stopped=True, committed=True)
         block.block = new_text_block(
@@ -360,7 +362,18 @@ class StreamAssembler:
 
     @property
     def committed(self) -> list[AnyBlock]:
-        return [b.block for b in self._sorted() if b.block is not None]
+        built = {i: b.block for i, b in self._blocks.items() if b.block is not None}
+        generation = self.generation
+        for index, text in self._whole.items():
+            # What ``_build_whole`` builds, without the block's bookkeeping.
+            built[index] = new_text_block(
+                id=f"g{generation}.b{index}",
+                role="assistant",
+                order=index,
+                trust="untrusted",
+                text=text,
+            )
+        return [built[i] for i in sorted(built)]
 
     # --- dispatch -----------------------------------------------------------------------
 
@@ -542,16 +555,15 @@ class StreamAssembler:
         return [Failed(error)]
 
     def _retracts(self, reason: str) -> tuple[Retract, ...]:
-        return tuple(
-            Retract(b.block_id, b.start.index, reason)
-            for b in self._sorted()
+        retracts = {
+            i: Retract(b.block_id, b.start.index, reason)
+            for i, b in self._blocks.items()
             if b.previewed or b.committed
-        )
+        }
+        for index in self._whole:
+            retracts[index] = Retract(f"g{self.generation}.b{index}", index, reason)
+        return tuple(retracts[i] for i in sorted(retracts))
 
-    def _sorted(self) -> list[_Block]:
-        for index in list(self._whole):
-            self._build_whole(index)
-        return [self._blocks[i] for i in sorted(self._blocks)]
 
     # --- building and checking blocks ---------------------------------------------------
 

@@ -76,6 +76,7 @@ class AnthropicStreamDecoder:
         self._template: FrameTemplate | None = None
         self._template_block = -1
         self._template_args = False
+        self._template_pieces: list[str] = []
         self._templates_left = 0
 
     def quick_frame(self, frame: bytes) -> QuickDelta | None:
@@ -87,14 +88,11 @@ class AnthropicStreamDecoder:
         read = template.read(frame)
         if read is None:
             return None
-        index, piece, args = self._template_block, read[0], self._template_args
+        index, piece = self._template_block, read[0]
         seq = self._counts[index]
         self._counts[index] = seq + 1
-        if args:
-            self._json[index].append(piece)
-        else:
-            self._grown[(index, "text")].append(piece)
-        return index, piece, seq, args
+        self._template_pieces.append(piece)
+        return index, piece, seq, self._template_args
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
@@ -134,6 +132,8 @@ class AnthropicStreamDecoder:
         self._template = None if template is None else template.framed(frame.raw, frame.data)
         self._template_block = index
         self._template_args = args
+        # Where ``_delta`` keeps the block's pieces: the fragments, or the text grown so far.
+        self._template_pieces = self._json[index] if args else self._grown[(index, "text")]
 
     def _message_start(self, payload: dict[str, Any], raw: bytes) -> list[StreamEvent]:
         message = payload.get("message")
