@@ -1,6 +1,7 @@
 """User-space instructions per streamed chunk, turngate against the bare pass-through.
 
-Run: .venv/bin/python -m bench instructions     (or: -m bench.instructions_stream [--quick])
+Run: .venv/bin/python -m bench instructions     (or: -m bench.instructions_stream [--quick]
+     [--api API]: the streams of bench/stream_overhead.py as that API writes them)
 Needs valgrind (Debian: `apt-get install valgrind`); without it, says so and stops.
 
 Seconds on a shared machine stray by a fifth between runs of the same code (docs/
@@ -36,15 +37,15 @@ from bench.proxy_latency import LOAD_CORE, PROXY_CORE, free_port, wait_ready
 SHORT, LONG = streams.SHORT, streams.CHUNKS
 
 
-def run_upstream(port: int, pace: float) -> None:
+def run_upstream(port: int, pace: float, api: streams.Api) -> None:
     frames = {
         f"bench-{kind}{suffix}": maker(chunks)
-        for kind, maker in (("text", streams.text_stream), ("tools", streams.tool_stream))
+        for kind, maker in (("text", api.text), ("tools", api.tools))
         for suffix, chunks in (("", LONG), ("-short", SHORT))
     }
 
     async def answer(request: web.Request) -> web.StreamResponse:
-        model = orjson.loads(await request.read())["model"]
+        model = api.kind_of(orjson.loads(await request.read()))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for frame in frames[model]:
@@ -54,7 +55,7 @@ def run_upstream(port: int, pace: float) -> None:
         return response
 
     app = web.Application()
-    app.router.add_post(streams.CHAT, answer)
+    app.router.add_post(api.path, answer)
     app.router.add_get("/", lambda _: web.Response(text="ok"))  # type: ignore[arg-type,return-value]
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
@@ -66,17 +67,21 @@ def dumped_total(path: Path) -> int:
     raise RuntimeError(f"no instruction total in {path}")
 
 
-async def counted(proxy: str, kind: str, upstream: str, streams_at_once: int) -> tuple[int, int]:
+async def counted(
+    proxy: str, kind: str, upstream: str, streams_at_once: int, api: streams.Api
+) -> tuple[int, int]:
     """Instructions of ``proxy`` over ``streams_at_once`` streams of 500 chunks, then of 100."""
     port = free_port()
     folder = Path(tempfile.mkdtemp(prefix="turngate-callgrind-"))
     valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p"]
     if proxy == "bare":
         command = [sys.executable, "-m", "bench.stream_overhead", "bare", str(port), upstream]
+        command.append(api.name)
         ready = "/"
     else:
         command = [sys.executable, "-m", "turngate.cli", "serve", "--log-level", "warning"]
-        command += ["--upstream-openai", upstream, "--port", str(port), "--state", "memory://"]
+        command += ["--upstream-openai", upstream, "--upstream-anthropic", upstream]
+        command += ["--upstream-gemini", upstream, "--port", str(port), "--state", "memory://"]
         ready = "/healthz"
     # The system allocator: pymalloc's arenas would move counts between runs.
     env = {**os.environ, "PYTHONMALLOC": "malloc"}
@@ -84,8 +89,8 @@ async def counted(proxy: str, kind: str, upstream: str, streams_at_once: int) ->
         [*valgrind, *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
     os.sched_setaffinity(process.pid, {PROXY_CORE})
-    url = f"http://127.0.0.1:{port}/openai{streams.CHAT}"
-    long_body = streams.request(kind)
+    url = f"http://127.0.0.1:{port}{api.prefix}{api.path}{api.query}"
+    long_body = api.request(kind)
     short_body = long_body.replace(f'"bench-{kind}"'.encode(), f'"bench-{kind}-short"'.encode())
     try:
         async with aiohttp.ClientSession() as session:
@@ -116,21 +121,24 @@ async def counted(proxy: str, kind: str, upstream: str, streams_at_once: int) ->
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def run(kinds: list[str], at_once: int, pace: float) -> None:
+async def run(kinds: list[str], at_once: int, pace: float, api: streams.Api) -> None:
     os.sched_setaffinity(0, {LOAD_CORE})
     port = free_port()
     me = [sys.executable, "-m", "bench.instructions_stream", "upstream", str(port), str(pace)]
+    me.append(api.name)
     upstream = subprocess.Popen(me)
     os.sched_setaffinity(upstream.pid, {LOAD_CORE})
     base = f"http://127.0.0.1:{port}"
-    print(f"{at_once} streams at once, one chunk every {pace * 1000:.0f} ms; memory store")
+    print(
+        f"{api.name} streams, {at_once} at once, one chunk every {pace * 1000:.0f} ms; memory store"
+    )
     try:
         await wait_ready(base + "/")
         for kind in kinds:
             figures = {}
             for proxy in ("bare", "turngate"):
                 started = time.monotonic()
-                whole, few = await counted(proxy, kind, base, at_once)
+                whole, few = await counted(proxy, kind, base, at_once, api)
                 per_chunk = (whole - few) / (at_once * (LONG - SHORT))
                 per_request = few / at_once - SHORT * per_chunk
                 figures[proxy] = (per_chunk, per_request)
@@ -148,18 +156,19 @@ async def run(kinds: list[str], at_once: int, pace: float) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "upstream":
-        run_upstream(int(args[1]), float(args[2]))
+        run_upstream(int(args[1]), float(args[2]), streams.APIS[args[3]])
         return
     parser = argparse.ArgumentParser(prog="bench.instructions_stream")
     parser.add_argument("--quick", action="store_true", help="text chunks only")
     parser.add_argument("--streams", type=int, default=4, help="streams at once (default 4)")
     parser.add_argument("--pace", type=float, default=0.04, help="seconds between chunks")
+    parser.add_argument("--api", choices=sorted(streams.APIS), default="openai_chat")
     options = parser.parse_args(args)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind): nothing measured")
         return
     kinds = ["text"] if options.quick else ["text", "tools"]
-    asyncio.run(run(kinds, options.streams, options.pace))
+    asyncio.run(run(kinds, options.streams, options.pace, streams.APIS[options.api]))
 
 
 if __name__ == "__main__":

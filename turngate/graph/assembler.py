@@ -564,7 +564,6 @@ class StreamAssembler:
             retracts[index] = Retract(f"g{self.generation}.b{index}", index, reason)
         return tuple(retracts[i] for i in sorted(retracts))
 
-
     # --- building and checking blocks ---------------------------------------------------
 
     def _build(self, block: _Block, stop: BlockStop) -> AnyBlock:
