@@ -289,3 +289,39 @@ def test_typed_frames_cut_in_bulk_read_as_line_by_line(
     assert [(event, data) for event, data, _ in frames] == [
         (f_event, f_data.decode()) for f_event, f_data, _, _ in found[0]
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frames=st.lists(st.tuples(_FIELD_TEXT, st.booleans()), min_size=1, max_size=6),
+    ending=st.sampled_from([b"\n", b"\r\n"]),
+)
+def test_a_read_of_one_whole_frame_decodes_as_line_by_line(
+    frames: list[tuple[str, bool]], ending: bytes
+) -> None:
+    """A paced chunk, one ``data`` line and its blank line per read (LF, or CRLF as Gemini
+    writes them), is taken whole (``single``); the same bytes read in one piece go through
+    the scanners. Some reads are not one frame (a comment before, two frames): read in full."""
+    reads = [
+        (b": c" + ending if extra else b"") + b"data: " + text.encode() + ending + ending
+        for text, extra in frames
+    ]
+    one_by_one = SSEDecoder()
+    decoded = [frame for read in reads for frame in one_by_one.feed(read)]
+    decoded += one_by_one.close()
+    assert decoded == decode_all(b"".join(reads))
+    assert [f.data for f in decoded] == [text.encode() for text, _ in frames]
+
+
+def test_a_crlf_frame_read_whole_is_taken_without_the_scanners() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\r\n\r\n")[0].data == b"a"
+    assert decoder.single(b"data: b\r\n\r\n") == b"b"
+    for read in (
+        b"data: b\r\n\r\ndata: c\r\n\r\n",  # two frames
+        b"data: b\r\n\n",  # mixed line ends: the scanners decide
+        b"data: b\r\r\n\r\n",
+        b"data: b\r\nid: 1\r\n\r\n",
+        b"data: b\r\n\r\n\r\n",
+    ):
+        assert decoder.single(read) is None, read

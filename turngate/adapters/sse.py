@@ -167,19 +167,21 @@ class SSEDecoder:
 
     def single(self, data: bytes) -> bytes | None:
         """The ``data`` of ``data`` when it is exactly one frame of one ``data:`` line read
-        at a frame boundary (an LLM's paced chunk): ``feed`` would return that one frame and
-        change no state. None: anything else, for ``feed``."""
+        at a frame boundary (an LLM's paced chunk), its lines ended by ``\n`` or, all of
+        them, by ``\r\n`` (Gemini's): ``feed`` would return that one frame and change no
+        state (a decoder still reading plain ``\n`` input stays so: nothing is left over).
+        None: anything else, for ``feed``."""
+        if not (self.at_boundary(len(data)) and data.startswith(b"data: ")):
+            return None
         last = len(data) - 2
-        if (
-            self.at_boundary(len(data))
-            and data.startswith(b"data: ")
-            and data.find(b"\n") == last
-            and data[-1] == _LF
-            # ``find``, not ``in``: bytes' ``in`` tries its operand as an int first and
-            # raises and clears a TypeError on every call.
-            and data.find(b"\r") < 0
-        ):
-            return data[6:last]
+        # ``find``, not ``in``: bytes' ``in`` tries its operand as an int first and raises
+        # and clears a TypeError on every call.
+        cr = data.find(b"\r")
+        if cr < 0:
+            return data[6:last] if data.find(b"\n") == last and data[-1] == _LF else None
+        end = len(data) - 4
+        if cr == end and data.endswith(b"\r\n\r\n") and data.find(b"\n") == end + 1:
+            return data[6:end]
         return None
 
     def data_lines(self, data: bytes) -> list[bytes] | None:
