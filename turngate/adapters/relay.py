@@ -390,12 +390,14 @@ class StreamRelay:
         written, when they are more of a held call; through the assembler as the
         ``TextDelta`` or ``ArgsDelta`` else."""
         index, piece, seq, args = taken
+        assembler = self.assembler
         if (
-            self.assembler.hold_args(index, piece, seq, data)
+            assembler.hold_args(index, piece, seq, data)
             if args
-            else (self.assembler.preview_more(index, piece, seq))
+            else assembler.preview_more(index, piece, seq)
         ):
-            self._count(None, seq)
+            if self._numbered:
+                self._count(None, seq)
             self.quick = True
             return b"" if args else data
         self.quick = False
