@@ -341,30 +341,21 @@ class StreamRelay:
     def _templated(self, frames: list[SSEFrame], generation: int | None, out: list[bytes]) -> bool:
         """``_decoded`` of the active generation's frames, each frame that fits its template
         read through it (frames that queued up in one read: the same frames as paced ones)."""
-        templates, blocks, decode = self._live_template, self._live_blocks, self._live[1].decode
-        quick = True
-        for frame in frames:
+        templates, blocks = self._live_template, self._live_blocks
+
+        def take(frame: SSEFrame) -> bytes | None:
             raw = frame.raw
-            if not frame.truncated:
-                if templates is not None:
-                    taken = templates.quick_frame(raw)
-                    if taken is not None:
-                        out.append(self._more_text(taken, raw, generation))
-                        quick = self.quick and quick
-                        continue
-                elif blocks is not None:
-                    part = blocks.quick_block(raw)
-                    if part is not None:
-                        out.append(self._whole_text(blocks, part, raw, generation))
-                        quick = self.quick and quick
-                        continue
-            try:
-                decoded = decode(frame)
-            except TurngateError as exc:
-                out.append(self._write(self._fail(exc, generation)))
-                return False
-            quick = self._events(decoded, generation, out) and quick
-        return quick
+            if frame.truncated:
+                return None
+            if templates is not None:
+                taken = templates.quick_frame(raw)
+                return None if taken is None else self._more_text(taken, raw, generation)
+            if blocks is not None:
+                part = blocks.quick_block(raw)
+                return None if part is None else self._whole_text(blocks, part, raw, generation)
+            return None
+
+        return self._decoded(frames, self._live[1].decode, generation, out, take)
 
     def _one_frame(
         self, decoder: DataStreamDecoder, payload: bytes, data: bytes, generation: int | None
@@ -455,12 +446,20 @@ class StreamRelay:
         decode: Callable[[T], list[StreamEvent]],
         generation: int | None,
         out: list[bytes],
+        take: Callable[[T], bytes | None] | None = None,
     ) -> bool:
         """Append the client bytes of each item's events to ``out``, up to a decoder failure
-        (its error event last). True: every item was only more previewed text or more held
-        arguments (``quick``)."""
+        (its error event last); an item ``take`` takes (a template's quick read, its
+        ``quick`` set) gives its bytes instead. True: every item was only more previewed text
+        or more held arguments (``quick``)."""
         quick = True
         for item in items:
+            if take is not None:
+                taken = take(item)
+                if taken is not None:
+                    out.append(taken)
+                    quick = self.quick and quick
+                    continue
             try:
                 decoded = decode(item)
             except TurngateError as exc:

@@ -230,6 +230,11 @@ def _token(data: bytes, at: int, end: int) -> bool:
     return data[at:end].isalnum() or type(orjson.loads(data[at - 1 : end + 1])) is str
 
 
+def read_with(template: FrameTemplate | None, frame: bytes) -> tuple[str, tuple[int, ...]] | None:
+    """``template.read(frame)``; None without a template."""
+    return None if template is None else template.read(frame)
+
+
 def cut(data: bytes, parsed: dict[str, Any], holes: tuple[Hole, ...]) -> FrameTemplate | None:
     """The template of ``data`` (parsed as ``parsed``) with ``holes``; None when a hole's
     value is not where its key is, as orjson writes it, or the probe does not put the values

@@ -232,16 +232,7 @@ class StreamAssembler:
         kind = block.start.kind
         if kind not in ("text", "refusal"):
             return False
-        high = self._hwm.get(index)
-        if high is not None and seq <= high:
-            return False
-        self._hwm[index] = seq
-        parts = block.parts
-        parts.append(text)
-        if len(parts) >= block.joined + _JOIN_EVERY:
-            parts[block.joined :] = ["".join(parts[block.joined :])]
-            block.joined += 1
-        return True
+        return self._keep(block, index, text, seq)
 
     def hold_args(self, index: int, fragment: str, seq: int, raw: bytes | None) -> bool:
         """``feed`` of ``ArgsDelta(index, fragment, seq, raw)`` for more arguments of a call
@@ -253,16 +244,23 @@ class StreamAssembler:
             return False
         if block.start.kind not in ("tool_call", "server_tool"):
             return False
+        if not self._keep(block, index, fragment, seq):
+            return False
+        block.held.append(ArgsDelta(index, fragment, seq, raw))
+        return True
+
+    def _keep(self, block: _Block, index: int, piece: str, seq: int) -> bool:
+        """Keep ``piece`` as the next of ``block``'s deltas when it is new by its sequence
+        (de-duplicated as ``feed`` does). False: a duplicate, nothing kept."""
         high = self._hwm.get(index)
         if high is not None and seq <= high:
             return False
         self._hwm[index] = seq
         parts = block.parts
-        parts.append(fragment)
+        parts.append(piece)
         if len(parts) >= block.joined + _JOIN_EVERY:
             parts[block.joined :] = ["".join(parts[block.joined :])]
             block.joined += 1
-        block.held.append(ArgsDelta(index, fragment, seq, raw))
         return True
 
     def whole_text(

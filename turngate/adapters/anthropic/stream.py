@@ -24,7 +24,7 @@ from turngate.adapters.anthropic.blocks import (
 )
 from turngate.adapters.anthropic.response import usage_of
 from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
-from turngate.adapters.template import PAD, FrameTemplate, Hole, QuickDelta, cut
+from turngate.adapters.template import PAD, FrameTemplate, Hole, QuickDelta, cut, read_with
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -82,10 +82,7 @@ class AnthropicStreamDecoder:
     def quick_frame(self, frame: bytes) -> QuickDelta | None:
         """``TemplateStreamDecoder.quick_frame``: more text, or more arguments, of the open
         block."""
-        template = self._template
-        if template is None:
-            return None
-        read = template.read(frame)
+        read = read_with(self._template, frame)
         if read is None:
             return None
         index, piece = self._template_block, read[0]

@@ -28,7 +28,7 @@ from turngate.adapters.openai_responses.items import (
 )
 from turngate.adapters.openai_responses.response import stop_reason
 from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
-from turngate.adapters.template import FrameTemplate, Hole, QuickDelta, cut
+from turngate.adapters.template import FrameTemplate, Hole, QuickDelta, cut, read_with
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import Commit
 from turngate.graph.events import (
@@ -90,10 +90,7 @@ class ResponsesStreamDecoder:
     def quick_frame(self, frame: bytes) -> QuickDelta | None:
         """``TemplateStreamDecoder.quick_frame``: more text of the same content part, or
         more arguments of the same call, its ``sequence_number`` the delta's sequence."""
-        template = self._template
-        if template is None:
-            return None
-        read = template.read(frame)
+        read = read_with(self._template, frame)
         if read is None:
             return None
         return self._template_block, read[0], read[1][0], self._template_args
