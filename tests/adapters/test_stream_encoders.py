@@ -554,3 +554,31 @@ def test_a_resumed_responses_stream_is_invisible_to_the_client(path: Path) -> No
     assert outcome.semantic_digest == clean.semantic_digest
     assert stream.assembler.duplicates > 0
     COUNTS["resumed streams: replayed events dropped by sequence"] += stream.assembler.duplicates
+
+
+@pytest.mark.parametrize("path", fixture_params("gemini/vercel-*streamed-args.sse"))
+@pytest.mark.parametrize("chunk", [None, 1, 61])
+def test_a_streamed_gemini_call_without_usage_reaches_the_client_only_whole(
+    path: Path, chunk: int | None
+) -> None:
+    # Vertex streams a call's arguments over chunks; a chunk need not carry usageMetadata.
+    # Without it the chunk has nothing to assemble but is not to be relayed either: the
+    # client must never see a piece of the call, only the call whole at its end.
+    data = b"".join(
+        frame.raw
+        if not isinstance(frame.data, dict)
+        else b"data: "
+        + orjson.dumps({k: v for k, v in frame.data.items() if k != "usageMetadata"})
+        + b"\r\n\r\n"
+        for frame in faults.split_frames(path.read_bytes())
+    )
+    assert b"partialArgs" in data
+    assert b"usageMetadata" not in data
+    out, outcome = relay("gemini", data, chunk=chunk)
+    assert isinstance(outcome, AssistantTurn)
+    assert b"partialArgs" not in out
+    assert b"willContinue" not in out
+    shown = client_calls("gemini", out)
+    assert shown.partial == 0
+    assert [name for name, _ in shown.calls] == [c.name for c in outcome.tool_calls]
+    COUNTS["gemini streamed calls without usage: relayed only whole"] += len(shown.calls)

@@ -22,7 +22,14 @@ from typing import Any, Literal
 import orjson
 
 from turngate.adapters.gemini.parts import OrderCounter, parse_part, snake_of
-from turngate.adapters.sse import MarkStyle, SSEFrame, StreamEncoder, encode_frame, frame_json
+from turngate.adapters.sse import (
+    MarkStyle,
+    SSEFrame,
+    StreamEncoder,
+    encode_frame,
+    frame_json,
+    own_frame,
+)
 from turngate.adapters.template import FrameTemplate, Hole, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import MAX_NESTING, Commit
@@ -207,11 +214,9 @@ class GeminiStreamDecoder:
         usage = _get(chunk, "usageMetadata")
         if isinstance(usage, dict):
             events.append(UsageEvent(usage_of(usage), native=usage, raw=raw))
-        if not events:
-            return [Native("chunk", raw=frame.raw)]
-        if pure:
-            events[-1] = replace(events[-1], raw=frame.raw)
-        return events
+        # A chunk of nothing to assemble goes out as it came, unless it holds a part that
+        # must wait (a call streaming its arguments: never relayed in pieces).
+        return own_frame(events, frame.raw, pure)
 
     def _part(self, part: Any, events: list[StreamEvent], raw: bytes | None) -> None:
         if not isinstance(part, dict):
