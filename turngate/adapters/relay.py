@@ -19,7 +19,7 @@ from turngate.adapters.sse import (
     SSEFrame,
     StreamEncoder,
 )
-from turngate.adapters.template import QuickDelta
+from turngate.adapters.template import QuickDelta, TextPart
 from turngate.errors import TurngateError
 from turngate.graph.assembler import (
     AssemblerState,
@@ -42,9 +42,9 @@ from turngate.graph.events import (
     StreamEvent,
     TextDelta,
 )
-from turngate.graph.model import AnyBlock, ApiName, Attrs
+from turngate.graph.model import AnyBlock, ApiName
 from turngate.graph.schema_check import ToolSchemas
-from turngate.graph.turn import AssistantTurn, Usage
+from turngate.graph.turn import AssistantTurn
 
 T = TypeVar("T")
 
@@ -73,11 +73,6 @@ class TemplateStreamDecoder(StreamDecoder, Protocol):
         not) of the ``TextDelta`` or ``ArgsDelta`` that decoding it gives, its decoder state
         taken as that decoding would. None: nothing taken."""
         ...
-
-
-# A text block whole in one chunk: its index, its text, the chunk's usage (as sent, and
-# counted).
-TextPart = tuple[int, str, Attrs | None, Usage | None]
 
 
 class BlockStreamDecoder(StreamDecoder, Protocol):
@@ -171,6 +166,7 @@ class StreamRelay:
         self._data_only = hasattr(self._decoder_class, "decode_data")
         self._templates = hasattr(self._decoder_class, "quick_frame")
         self._block_templates = hasattr(self._decoder_class, "quick_block")
+        self._any_templates = self._templates or self._block_templates
         self._limits = (max_line, max_frame)
         self._lanes: dict[int, tuple[SSEDecoder, StreamDecoder]] = {}
         self.generation = generation
@@ -222,17 +218,12 @@ class StreamRelay:
         if generation is None or generation == self.generation:
             lane = self._live
             sse = lane[0]
-            quick, blocks = self._live_template, self._live_blocks
-            # The paced chunk of a text stream: the text template read on the whole frame
-            # answers for the SSE framing too.
-            if quick is not None and sse.at_boundary(len(data)):
-                taken = quick.quick_frame(data)
-                if taken is not None:
-                    return self._more_text(taken, data, generation)
-            elif blocks is not None and sse.at_boundary(len(data)):
-                part = blocks.quick_block(data)
-                if part is not None:
-                    return self._whole_text(blocks, part, data, generation)
+            # The paced chunk of a stream: the template read on the whole frame answers for
+            # the SSE framing too.
+            if self._any_templates and sse.at_boundary(len(data)):
+                out = self._through_template(data, generation)
+                if out is not None:
+                    return out
             decoder = self._live_data
             if decoder is not None:
                 payload = sse.single(data)
@@ -332,30 +323,28 @@ class StreamRelay:
     ) -> bytes:
         """The client bytes of one read's frames, joined for one write."""
         out: list[bytes] = []
-        if lane is self._live and (self._templates or self._block_templates):
-            self.quick = self._templated(frames, generation, out)
-        else:
-            self.quick = self._decoded(frames, lane[1].decode, generation, out)
+        take = None
+        if lane is self._live and self._any_templates:
+            # Frames that queued up in one read: each read through its template as a paced
+            # one is.
+
+            def take(frame: SSEFrame) -> bytes | None:
+                return None if frame.truncated else self._through_template(frame.raw, generation)
+
+        self.quick = self._decoded(frames, lane[1].decode, generation, out, take)
         return out[0] if len(out) == 1 else b"".join(out)
 
-    def _templated(self, frames: list[SSEFrame], generation: int | None, out: list[bytes]) -> bool:
-        """``_decoded`` of the active generation's frames, each frame that fits its template
-        read through it (frames that queued up in one read: the same frames as paced ones)."""
+    def _through_template(self, frame: bytes, generation: int | None) -> bytes | None:
+        """The client bytes of a whole frame of the active generation that fits its
+        decoder's template (``quick`` set); None: it does not, nothing taken."""
         templates, blocks = self._live_template, self._live_blocks
-
-        def take(frame: SSEFrame) -> bytes | None:
-            raw = frame.raw
-            if frame.truncated:
-                return None
-            if templates is not None:
-                taken = templates.quick_frame(raw)
-                return None if taken is None else self._more_text(taken, raw, generation)
-            if blocks is not None:
-                part = blocks.quick_block(raw)
-                return None if part is None else self._whole_text(blocks, part, raw, generation)
-            return None
-
-        return self._decoded(frames, self._live[1].decode, generation, out, take)
+        if templates is not None:
+            taken = templates.quick_frame(frame)
+            return None if taken is None else self._more_text(taken, frame, generation)
+        if blocks is not None:
+            part = blocks.quick_block(frame)
+            return None if part is None else self._whole_text(blocks, part, frame, generation)
+        return None
 
     def _one_frame(
         self, decoder: DataStreamDecoder, payload: bytes, data: bytes, generation: int | None
@@ -478,12 +467,14 @@ class StreamRelay:
             if self._previewed(event):
                 assert event.raw is not None
                 assert event.seq is not None
-                self._count(event, event.seq)
+                if self._numbered:
+                    self._count(event, event.seq)
                 out.append(event.raw)
                 return True
             if self._held_args(event):
                 assert event.seq is not None
-                self._count(event, event.seq)
+                if self._numbered:
+                    self._count(event, event.seq)
                 return True
         self._feed_events(events, generation, out)
         return False

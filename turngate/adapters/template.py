@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import orjson
 
+from turngate.graph.turn import Usage
+
 # text: any string, read; token: a string only checked (letters and digits as they stand);
 # count: a non-negative integer; pad: spaces before the frame's closing brace (Anthropic
 # pads its frames to lengths that hide the text's).
@@ -73,6 +75,9 @@ PAD = Hole(b"", (), "pad")
 # A delta a decoder read through its template: (block index, its text or argument
 # fragment, its sequence number, whether it is arguments).
 QuickDelta = tuple[int, str, int, bool]
+# A text block whole in one frame, read through its template (Gemini parts): its index,
+# its text, the frame's usage (as sent, and counted).
+TextPart = tuple[int, str, dict[str, Any] | None, Usage | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -294,27 +294,27 @@ class StreamAssembler:
         """The block at ``index``, built now if ``whole_text`` kept it as its text."""
         block = self._blocks.get(index)
         if block is None and index in self._whole:
-            block = self._build_whole(index)
+            start_of = self._start_of
+            assert start_of is not None, "set with the first block whole_text took"
+            text, start = self._whole.pop(index), start_of(index)
+            assert start.kind == "text", "whole_text takes text blocks"
+            assert not start.attrs, "whole_text takes blocks with no attributes of their own"
+            block = _Block(
+                self._block_id(index), start, [text], previewed=True, stopped=True, committed=True
+            )
+            block.block = self._whole_block(index, text)
+            self._blocks[index] = block
         return block
 
-    def _build_whole(self, index: int) -> _Block:
-        start_of = self._start_of
-        assert start_of is not None, "set with the first block whole_text took"
-        text, start = self._whole.pop(index), start_of(index)
-        assert start.kind == "text", "whole_text takes text blocks"
-        assert not start.attrs, "whole_text takes blocks with no attributes of their own"
-        block_id = f"g{self.generation}.b{index}"
-        block = _Block(block_id, start, [text], previewed=True, stopped=True, committed=True)
-        block.block = new_text_block(
-            id=block_id,
-            role="assistant",
-            order=index,
-            trust="untrusted",
-            text=text,
-            attrs=dict(start.attrs),
+    def _whole_block(self, index: int, text: str) -> TextBlock:
+        """The committed block of a text ``whole_text`` kept: as ``_generic`` builds a text
+        block with no attributes."""
+        return new_text_block(
+            id=self._block_id(index), role="assistant", order=index, trust="untrusted", text=text
         )
-        self._blocks[index] = block
-        return block
+
+    def _block_id(self, index: int) -> str:
+        return f"g{self.generation}.b{index}"
 
     def fail(self, error: TurngateError) -> list[Output]:
         """Fail the turn from outside (a decoder error, a policy decision)."""
@@ -361,16 +361,8 @@ class StreamAssembler:
     @property
     def committed(self) -> list[AnyBlock]:
         built = {i: b.block for i, b in self._blocks.items() if b.block is not None}
-        generation = self.generation
         for index, text in self._whole.items():
-            # What ``_build_whole`` builds, without the block's bookkeeping.
-            built[index] = new_text_block(
-                id=f"g{generation}.b{index}",
-                role="assistant",
-                order=index,
-                trust="untrusted",
-                text=text,
-            )
+            built[index] = self._whole_block(index, text)
         return [built[i] for i in sorted(built)]
 
     # --- dispatch -----------------------------------------------------------------------
@@ -466,7 +458,7 @@ class StreamAssembler:
     def _block_start(self, event: BlockStart) -> list[Output]:
         if event.index in self._blocks or event.index in self._whole:
             raise _Refused(STREAM_PROTOCOL, f"block {event.index} started twice")
-        block = _Block(block_id=f"g{self.generation}.b{event.index}", start=event)
+        block = _Block(block_id=self._block_id(event.index), start=event)
         self._blocks[event.index] = block
         if event.kind in HELD_KINDS:
             block.held.append(event)
@@ -559,7 +551,7 @@ class StreamAssembler:
             if b.previewed or b.committed
         }
         for index in self._whole:
-            retracts[index] = Retract(f"g{self.generation}.b{index}", index, reason)
+            retracts[index] = Retract(self._block_id(index), index, reason)
         return tuple(retracts[i] for i in sorted(retracts))
 
     # --- building and checking blocks ---------------------------------------------------

@@ -50,7 +50,7 @@ from turngate.graph.turn import Usage
 _ARGUMENT_BLOCKS = frozenset({"tool_use"} | SERVER_CALL_TYPES)
 _TEXT_HOLES = (Hole(b'"text":', ("delta", "text"), "text"), PAD)
 _ARGS_HOLES = (Hole(b'"partial_json":', ("delta", "partial_json"), "text"), PAD)
-# Templates a text block may cut: a provider whose frames change from delta to delta would
+# Templates a block may cut: a provider whose frames change from delta to delta would
 # otherwise pay for a probe on every one.
 _TEMPLATES_PER_BLOCK = 4
 

@@ -30,7 +30,7 @@ from turngate.adapters.sse import (
     frame_json,
     own_frame,
 )
-from turngate.adapters.template import FrameTemplate, Hole, cut
+from turngate.adapters.template import FrameTemplate, Hole, TextPart, cut
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import MAX_NESTING, Commit
 from turngate.graph.events import (
@@ -69,11 +69,6 @@ _MAX_SKIPPED = 1024
 _PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 
 
-# A text part read through its chunk's template: its block's index, its text, the chunk's
-# usage (as sent, and counted).
-TextPart = tuple[int, str, dict[str, Any] | None, Usage | None]
-
-
 class GeminiStreamDecoder:
     api = "gemini"
     eof_terminates = True
@@ -96,10 +91,10 @@ class GeminiStreamDecoder:
         self._templates_left = _TEMPLATES_PER_STREAM
 
     def quick_block(self, frame: bytes) -> TextPart | None:
-        """A read that is one whole frame fitting the template of a plain text chunk read
-        before, given at a frame boundary: its block's start (its index taken), its text
-        and the chunk's usage, as decoding it gives them (``events`` of these are the
-        events it gives). None: nothing taken."""
+        """``BlockStreamDecoder.quick_block``: a whole frame that fits the template of a
+        plain text chunk read before, as its block's index (taken), its text and the
+        chunk's usage, as decoding it gives them (``events`` of these are the events it
+        gives). None: nothing taken."""
         template = self._template
         if template is None or self._streaming is not None:
             return None
@@ -134,13 +129,14 @@ class GeminiStreamDecoder:
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
             return []
-        events = self._decode(frame)
+        chunk = frame_json(frame.data)
+        events = self._decode(frame, chunk)
         if self._templates_left and _plain_text(events):
             self._templates_left -= 1
-            self._cut(frame, events)
+            self._cut(frame, chunk, events)
         return events
 
-    def _cut(self, frame: SSEFrame, events: list[StreamEvent]) -> None:
+    def _cut(self, frame: SSEFrame, chunk: dict[str, Any], events: list[StreamEvent]) -> None:
         """The template of a chunk whose events were those of one plain text part (and its
         usage): its whole frame with the text and the usage's counts as holes."""
         self._template = None
@@ -150,7 +146,6 @@ class GeminiStreamDecoder:
             return  # a thought, a signature: parts that are not plain text
         usage = events[3] if len(events) == 4 else None
         native = usage.native if isinstance(usage, UsageEvent) else None
-        chunk = orjson.loads(frame.data)
         holes = _TEXT_HOLES
         key = "usageMetadata" if "usageMetadata" in chunk else "usage_metadata"
         if native is not None:
@@ -165,8 +160,7 @@ class GeminiStreamDecoder:
         self._counted = tuple(str(h.path[-1]) for h in template.holes if h.kind == "count")
         self._template_usage = (native, usage.usage if isinstance(usage, UsageEvent) else None)
 
-    def _decode(self, frame: SSEFrame) -> list[StreamEvent]:
-        chunk = frame_json(frame.data)
+    def _decode(self, frame: SSEFrame, chunk: dict[str, Any]) -> list[StreamEvent]:
         error = chunk.get("error")
         if error is not None:
             native = error if isinstance(error, dict) else {"message": str(error)}

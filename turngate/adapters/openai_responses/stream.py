@@ -59,7 +59,7 @@ _REASONING_DELTAS = frozenset(
 )
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 _SEQUENCE = Hole(b'"sequence_number":', ("sequence_number",), "count")
-_TEXT_HOLES = (_SEQUENCE, Hole(b'"delta":', ("delta",), "text"))
+_DELTA_HOLES = (_SEQUENCE, Hole(b'"delta":', ("delta",), "text"))
 _OBFUSCATION = Hole(b'"obfuscation":', ("obfuscation",), "token")
 # Templates a content part may cut: a provider whose frames change from delta to delta
 # would otherwise pay for a probe on every one.
@@ -158,7 +158,7 @@ class ResponsesStreamDecoder:
         cannot be cut). Reading one changes no decoder state: its block and sequence are in
         the frame."""
         obfuscated = type(payload.get("obfuscation")) is str
-        holes = (*_TEXT_HOLES, _OBFUSCATION) if obfuscated else _TEXT_HOLES
+        holes = (*_DELTA_HOLES, _OBFUSCATION) if obfuscated else _DELTA_HOLES
         template = cut(frame.data, payload, holes)
         self._template = None if template is None else template.framed(frame.raw, frame.data)
         self._template_block = index
