@@ -105,8 +105,10 @@ async def test_a_group_with_a_claim_is_fully_synced_even_when_it_holds_sends(
     store = await opened(tmp_path / "state.db")
     try:
         sent = [await store.claim(draft(f"sent-{n}"), now=1.0) for n in range(4)]
+        # A SEND alone leaves the connection at NORMAL: the group has to raise it.
+        await store.transition(sent[0].operation_id, T.SEND, now=2.0)
         seen = await statements(store)
-        moves = [store.transition(r.operation_id, T.SEND, now=2.0) for r in sent]
+        moves = [store.transition(r.operation_id, T.SEND, now=2.0) for r in sent[1:]]
         claims = [store.claim(draft(f"new-{n}"), now=2.0) for n in range(4)]
         for outcome in await queued_together(store, *moves, *claims):
             assert not isinstance(outcome, BaseException)
@@ -185,5 +187,22 @@ async def test_a_write_that_raises_in_a_group_leaves_none_of_its_rows(tmp_path: 
         assert await store.read_log("half", limit=10) == []
         for d in drafts:
             assert await store.get(d.operation_id) is not None
+    finally:
+        await store.close()
+
+
+async def test_a_level_is_set_only_when_it_changes(tmp_path: Path) -> None:
+    store = await opened(tmp_path / "state.db")
+    try:
+        seen = await statements(store)
+        claimed = [await store.claim(draft(f"op-{n}"), now=1.0) for n in range(3)]
+        await store.transition(claimed[0].operation_id, T.SEND, now=2.0)
+        await store.transition(claimed[1].operation_id, T.SEND, now=2.0)
+        await store.transition(claimed[0].operation_id, T.COMMIT, now=3.0)
+        levels = [s for s in seen if s.startswith("PRAGMA synchronous")]
+        # The claims follow the FULL set at open; then NORMAL once for both SENDs, FULL again.
+        assert levels == ["PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"]
+        row = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone())
+        assert row == (FULL,)
     finally:
         await store.close()

@@ -29,9 +29,10 @@ The schema, its migrations and the transaction every write runs in: sqlite_schem
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -318,11 +319,15 @@ def _claim(
         same_id = _load(db, draft.operation_id)
         if same_id is not None:
             raise claim_conflict(draft, same_id)
-        rows = db.execute(
-            "SELECT operation_id, state, attempt FROM operations WHERE conversation_key = ?"
-            " AND conversation_revision = ? AND cancel_generation = ? ORDER BY attempt",
-            claim_slot(draft),
-        ).fetchall()
+        rows: list[tuple[str, str, int]] = []
+        if draft.conversation_id is not None:
+            # Without a conversation the slot is keyed by the operation's own id, just
+            # found free.
+            rows = db.execute(
+                "SELECT operation_id, state, attempt FROM operations WHERE conversation_key = ?"
+                " AND conversation_revision = ? AND cancel_generation = ? ORDER BY attempt",
+                claim_slot(draft),
+            ).fetchall()
         for operation_id, state, _attempt in rows:
             if _state(state) in BLOCKING:
                 raise claim_conflict(draft, _require(db, operation_id))
@@ -420,8 +425,7 @@ def _insert(db: sqlite3.Connection, record: OperationRecord) -> None:
             manifest.canonical.decode(),
         ),
     )
-    for seq, change in enumerate(record.history):
-        _insert_change(db, record.operation_id, seq, change)
+    _insert_changes(db, record.operation_id, 0, record.history)
 
 
 def _save_move(db: sqlite3.Connection, before: OperationRecord, after: OperationRecord) -> None:
@@ -433,24 +437,28 @@ def _save_move(db: sqlite3.Connection, before: OperationRecord, after: Operation
     ).rowcount
     # Cannot fail while this transaction holds the write lock; a guard, not a code path.
     assert updated == 1, f"operation {after.operation_id} moved under the write lock"
-    for seq in range(len(before.history), len(after.history)):
-        _insert_change(db, after.operation_id, seq, after.history[seq])
+    start = len(before.history)
+    _insert_changes(db, after.operation_id, start, after.history[start:])
 
 
-def _insert_change(
-    db: sqlite3.Connection, operation_id: str, seq: int, change: StateChange
+def _insert_changes(
+    db: sqlite3.Connection, operation_id: str, start: int, changes: Sequence[StateChange]
 ) -> None:
-    db.execute(
-        "INSERT INTO history (operation_id, seq, state, transition, at, detail)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            operation_id,
-            seq,
-            str(change.state),
-            None if change.transition is None else str(change.transition),
-            change.at,
-            change.detail,
-        ),
+    """``changes`` as history rows ``start``, ``start + 1``, ...: one statement for all."""
+    if not changes:
+        return
+    values: list[str | int | float | None] = []
+    for seq, change in enumerate(changes, start):
+        transition = None if change.transition is None else str(change.transition)
+        values += (operation_id, seq, str(change.state), transition, change.at, change.detail)
+    db.execute(_history_insert(len(changes)), values)
+
+
+@functools.cache
+def _history_insert(rows: int) -> str:
+    return (
+        "INSERT INTO history (operation_id, seq, state, transition, at, detail) VALUES "
+        + ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
     )
 
 
@@ -461,24 +469,24 @@ def _require(db: sqlite3.Connection, operation_id: str) -> OperationRecord:
 
 
 def _load(db: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
-    row = db.execute(
-        "SELECT state, handle, manifest FROM operations WHERE operation_id = ?",
-        (operation_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    state, handle, manifest = row
-    changes = db.execute(
-        "SELECT state, transition, at, detail FROM history WHERE operation_id = ? ORDER BY seq",
+    # One statement: the operation's row repeated beside each step of its history.
+    rows = db.execute(
+        "SELECT o.state, o.handle, o.manifest, h.state, h.transition, h.at, h.detail"
+        " FROM operations AS o LEFT JOIN history AS h ON h.operation_id = o.operation_id"
+        " WHERE o.operation_id = ? ORDER BY h.seq",
         (operation_id,),
     ).fetchall()
+    if not rows:
+        return None
+    state, handle, manifest = rows[0][:3]
     try:
         return OperationRecord(
             manifest=DispatchManifest.from_json(orjson.loads(manifest)),
             state=_state(state),
             history=tuple(
                 StateChange(_state(s), None if t is None else Transition(t), at, detail)
-                for s, t, at, detail in changes
+                for _, _, _, s, t, at, detail in rows
+                if s is not None
             ),
             handle=handle,
         )

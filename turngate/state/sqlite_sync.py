@@ -29,18 +29,27 @@ def sync_of(value: str) -> Sync:
 
 
 class StateConnection(sqlite3.Connection):
-    """The store's connection (``sqlite3.connect(factory=...)``), carrying its cap."""
+    """The store's connection (``sqlite3.connect(factory=...)``), carrying its cap and the
+    level it last set."""
 
     fsync = True
+    level: Level | None = None
 
 
 def synchronous(db: sqlite3.Connection, level: Level) -> None:
     """Set ``level`` (capped by the store's ``sync``) for the connection's next commits.
 
-    Set before BEGIN (a few microseconds); SQLite refuses a change inside a transaction,
-    where a group commit (sqlite_worker.py) has set the strictest level of its writes."""
+    Set before BEGIN, and only when it changes: most writes ask for the level the one
+    before them set. SQLite refuses a change inside a transaction, where a group commit
+    (sqlite_worker.py) has set the strictest level of its writes."""
     if db.in_transaction:
         return
     if level == "FULL" and not getattr(db, "fsync", True):
         level = "NORMAL"
+    if isinstance(db, StateConnection):
+        if db.level == level:
+            return
+        db.execute(f"PRAGMA synchronous = {level}")
+        db.level = level
+        return
     db.execute(f"PRAGMA synchronous = {level}")
