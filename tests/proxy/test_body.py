@@ -8,6 +8,7 @@ keys ending in an escaped backslash, CR LF whitespace), and by a property.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -16,7 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turngate.errors import BadRequestBody
-from turngate.proxy.body import MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, decode_json
+from turngate.proxy.body import (
+    MAX_JSON_CONTAINERS,
+    MAX_JSON_DEPTH,
+    _decode_carefully,
+    decode_json,
+)
 
 
 def refusal(raw: bytes) -> str | None:
@@ -142,3 +148,69 @@ def test_the_repeated_key_check_agrees_with_a_plain_parse(text: str) -> None:
     raw = text.encode()
     expected = "duplicate_json_key" if repeats_a_key(raw) else None
     assert refusal(raw) == expected
+
+
+def outcome(read: Callable[[bytes], dict[str, Any]], raw: bytes) -> tuple[str, str]:
+    try:
+        return ("value", repr(read(raw)))
+    except BadRequestBody as exc:
+        return (exc.rule, str(exc))
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    # Past 64 bits and past a double's range: where jiter and orjson read numbers otherwise.
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+_json_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@st.composite
+def edited_bodies(draw: st.DrawFn) -> bytes:
+    """A JSON object as a client may write it, maybe with one edit that may break it: a
+    byte dropped, replaced or inserted, a member repeated, a number made huge."""
+    body = draw(st.dictionaries(st.text(max_size=4), _json_values, min_size=1, max_size=4))
+    raw = json.dumps(body, indent=draw(st.sampled_from([None, 1]))).encode()
+    edit = draw(st.sampled_from(["none", "drop", "replace", "insert", "repeat", "huge"]))
+    at = draw(st.integers(0, len(raw) - 1))
+    byte = bytes([draw(st.sampled_from(b'{}[]",:0-e.\\\xff\xc3 9nul'))])
+    if edit == "drop":
+        raw = raw[:at] + raw[at + 1 :]
+    elif edit == "replace":
+        raw = raw[:at] + byte + raw[at + 1 :]
+    elif edit == "insert":
+        raw = raw[:at] + byte + raw[at:]
+    elif edit == "repeat":
+        first = next(iter(body))
+        raw = raw[:-1] + b"," + json.dumps(first).encode() + b":1}"
+    elif edit == "huge":
+        raw = raw[:-1] + b',"n":' + draw(st.sampled_from([b"1e400", b"-1e999", b"9" * 30])) + b"}"
+    return raw
+
+
+@settings(max_examples=1000, deadline=None)
+@given(edited_bodies())
+def test_the_one_parse_reads_every_body_as_orjson_then_jiter_would(raw: bytes) -> None:
+    # decode_json parses once (jiter); _decode_carefully is orjson's parse, the depth walk,
+    # then jiter's key check: the same value, or the same refusal in the same words.
+    assert outcome(decode_json, raw) == outcome(_decode_carefully, raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"n":18446744073709551616}', b'{"n":-9223372036854775809}', b'{"a":[{"n":1e400}]}'],
+)
+def test_numbers_orjson_reads_as_floats_or_refuses_are_read_its_way(raw: bytes) -> None:
+    assert outcome(decode_json, raw) == outcome(_decode_carefully, raw)
+    assert outcome(decode_json, raw)[0] in ("value", "invalid_json")
+    if outcome(decode_json, raw)[0] == "value":
+        assert type(decode_json(raw)["n"]) is float

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Literal
 
 import jiter
 import orjson
@@ -76,23 +76,39 @@ def _too_large(limit: int) -> BadRequestBody:
 
 
 def decode_json(raw: bytes) -> dict[str, Any]:
+    """The request body's JSON object, or a ``BadRequestBody`` naming what is wrong.
+
+    One parse, by jiter, which also refuses a key repeated in one object. Its value is
+    orjson's (what the adapters, digests and renders were built on) except for integers
+    beyond 64 bits and numbers that overflow a double, which orjson reads as floats and
+    refuses; a body jiter refuses, or one holding such a number, takes the careful path:
+    orjson's parse, whose errors name line and column, then jiter's for the repeated key.
+    """
+    try:
+        value = jiter.from_json(
+            raw, catch_duplicate_keys=True, allow_inf_nan=False, cache_mode="keys"
+        )
+    except ValueError:
+        return _decode_carefully(raw)
+    if type(value) is not dict:
+        raise _not_an_object()
+    shape = _shape(value, MAX_JSON_DEPTH)
+    if shape == "wide_number":
+        return _decode_carefully(raw)
+    if shape == "too_deep":
+        raise _too_deep(raw, value)
+    return value
+
+
+def _decode_carefully(raw: bytes) -> dict[str, Any]:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise _not_json(raw, exc) from exc
     if not isinstance(value, dict):
-        raise BadRequestBody(
-            "turngate: the request body must be a JSON object", rule="invalid_json"
-        )
-    if not _within_depth(value, MAX_JSON_DEPTH):
-        # A body both too deep and too large is refused as too large, whichever the walk met
-        # first (the walk stops at the depth limit, before counting every container).
-        if raw.count(b"{") + raw.count(b"[") > MAX_JSON_CONTAINERS:
-            _check_containers(value)
-        raise BadRequestBody(
-            f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
-            rule="json_too_deep",
-        )
+        raise _not_an_object()
+    if _shape(value, MAX_JSON_DEPTH) == "too_deep":
+        raise _too_deep(raw, value)
     duplicate = duplicate_key(raw)
     if duplicate is not None:
         raise BadRequestBody(
@@ -102,9 +118,31 @@ def decode_json(raw: bytes) -> dict[str, Any]:
     return value
 
 
-def _within_depth(value: dict[str, Any], depth_limit: int) -> bool:
-    """False when containers nest deeper than ``depth_limit`` (the top object is depth 1).
-    Raises ``request_too_large`` past ``MAX_JSON_CONTAINERS`` objects and arrays.
+def _not_an_object() -> BadRequestBody:
+    return BadRequestBody("turngate: the request body must be a JSON object", rule="invalid_json")
+
+
+def _too_deep(raw: bytes, value: dict[str, Any]) -> BadRequestBody:
+    # A body both too deep and too large is refused as too large, whichever the walk met
+    # first (the walk stops at the depth limit, before counting every container).
+    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_CONTAINERS:
+        _check_containers(value)
+    return BadRequestBody(
+        f"turngate: the request body nests JSON deeper than {MAX_JSON_DEPTH} levels",
+        rule="json_too_deep",
+    )
+
+
+# Integers orjson reads as integers; beyond them it reads floats.
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+_INFINITIES = (float("inf"), float("-inf"))
+
+
+def _shape(value: dict[str, Any], depth_limit: int) -> Literal["ok", "too_deep", "wide_number"]:
+    """``too_deep`` when containers nest deeper than ``depth_limit`` (the top object is
+    depth 1), ``wide_number`` for an integer beyond 64 bits or an infinite float (only
+    jiter reads them so). Raises ``request_too_large`` past ``MAX_JSON_CONTAINERS``
+    objects and arrays.
 
     One level at a time, so no (node, depth) pair is built per container: on the hot path
     for every body, this walk is the one pass over the parsed tree.
@@ -122,12 +160,17 @@ def _within_depth(value: dict[str, Any], depth_limit: int) -> bool:
                 kind = type(child)
                 if kind is dict or kind is list:
                     push(child)
+                elif kind is int:
+                    if not _INT_MIN <= child <= _INT_MAX:
+                        return "wide_number"
+                elif kind is float and child in _INFINITIES:
+                    return "wide_number"
         if below:
             if depth >= depth_limit:
-                return False
+                return "too_deep"
             depth += 1
         level = below
-    return True
+    return "ok"
 
 
 def duplicate_key(raw: bytes) -> str | None:
