@@ -228,3 +228,19 @@ def test_model_lookup_uses_base_names_and_globs():
 def test_the_docs_show_the_example_file_as_it_is():
     docs = EXAMPLE.parents[1] / "docs" / "policies.md"
     assert EXAMPLE.read_text().rstrip() in docs.read_text()
+
+
+def test_a_model_row_is_the_same_asked_again_and_past_the_memo():
+    config = load_policy(EXAMPLE, {})
+    first = config.model_entry("claude-sonnet-4-5-20250929")
+    assert config.model_entry("claude-sonnet-4-5-20250929") is first
+    assert config.model_entry("no-such-model") is None
+    # Model names come from clients: thousands of unknown names, then the known ones still.
+    for n in range(3000):
+        assert config.model_entry(f"no-such-model-{n}") is None
+    assert config.model_entry("claude-sonnet-4-5-20250929") is first
+    late = config.model_entry("gpt-4o-2024-08-06")
+    assert late is not None
+    assert late.context_window == 128_000
+    # Another file's rows are its own: the memo is per policy file.
+    assert BUILTIN_POLICY.model_entry("claude-sonnet-4-5-20250929") != first

@@ -201,6 +201,10 @@ class MediaEstimates(_Section):
     )
 
 
+# Model names whose row model_entry remembers.
+_MODEL_MEMO = 1024
+
+
 class PolicyFile(_Section):
     version: Literal[1] = 1
     defaults: Policy = Policy()
@@ -231,10 +235,15 @@ class PolicyFile(_Section):
     def model_entry(self, model: str | None) -> ModelEntry | None:
         if model is None:
             return None
-        for entry in self._model_table:
-            if entry.matches(model):
-                return entry
-        return None
+        known = self._entries_by_model
+        if model in known:
+            return known[model]
+        found = next((entry for entry in self._model_table if entry.matches(model)), None)
+        # Every request asks for its model's row; names come from clients, so the memo is
+        # bounded (past it, the table is searched each time).
+        if len(known) < _MODEL_MEMO:
+            known[model] = found
+        return found
 
     def with_default_mode(self, mode: Mode) -> PolicyFile:
         """A copy whose ``defaults.mode`` is ``mode`` (``--mode``); routes keep their own."""
@@ -252,6 +261,10 @@ class PolicyFile(_Section):
             )
             for rule in self.routes
         )
+
+    @cached_property
+    def _entries_by_model(self) -> dict[str, ModelEntry | None]:
+        return {}
 
     @cached_property
     def _model_table(self) -> tuple[ModelEntry, ...]:
