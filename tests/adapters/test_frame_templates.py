@@ -595,3 +595,174 @@ def test_recorded_streams_relay_alike_with_templates(
         texts = sum(1 for frame in faults.split_frames(stream) if _plain_gemini_text(frame.data))
     if texts >= 3 and (api != "openai_responses" or numbered):
         assert _template_reads(on, reads, monkeypatch) > 0, "no text frame fit its template"
+
+
+# --- Gemini: a call's arguments streamed in pieces (Vertex ``partialArgs``) --------------
+
+
+def _gemini_chunk(env: dict[str, Any], part: dict[str, Any], counts: int, le: bytes) -> bytes:
+    candidate = {"content": {"role": "model", "parts": [part]}}
+    usage = {"promptTokenCount": 4, "totalTokenCount": 4 + counts, "trafficType": env["item"]}
+    chunk = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": env["model"]}
+    return _gemini_frame({**chunk, "responseId": env["id"]}, le)
+
+
+def _gemini_call_reads(
+    env: dict[str, Any], notes: list[str], le: bytes, *, pieces: int = 3
+) -> list[bytes]:
+    """A call ``write_notes`` whose ``notes`` stream as Vertex streams them: the call's
+    name, each note in up to ``pieces`` string pieces (``willContinue`` on all but a note's
+    last), the empty call that ends it, then the turn's end."""
+    call = {"functionCall": {"name": "write_notes", "willContinue": True}}
+    reads = [_gemini_chunk(env, call, 0, le)]
+    for n, note in enumerate(notes):
+        cuts = sorted({0, len(note), *(len(note) * k // pieces for k in range(1, pieces))})
+        split = [note[a:b] for a, b in itertools.pairwise(cuts)] or [""]
+        for k, piece in enumerate(split):
+            arg: dict[str, Any] = {"jsonPath": f"$.notes[{n}]", "stringValue": piece}
+            if k < len(split) - 1:
+                arg["willContinue"] = True
+            more = {"functionCall": {"partialArgs": [arg], "willContinue": True}}
+            reads.append(_gemini_chunk(env, more, 0, le))
+    reads.append(_gemini_chunk(env, {"functionCall": {}}, 0, le))
+    candidate = {"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}
+    usage = {"promptTokenCount": 4, "candidatesTokenCount": 9, "totalTokenCount": 13}
+    end = {"candidates": [candidate], "usageMetadata": usage, "responseId": env["id"]}
+    return [*reads, _gemini_frame(end, le)]
+
+
+def _args_reads(relay: StreamRelay, reads: list[bytes], monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many of ``reads`` the relay's Gemini decoder took as more held arguments."""
+    taken: list[bool] = []
+    decoder = type(relay._live[1])
+    quick = decoder.quick_args  # type: ignore[attr-defined]
+
+    def counted(self: Any, frame: bytes) -> Any:
+        read = quick(self, frame)
+        taken.append(read is not None)
+        return read
+
+    with monkeypatch.context() as patch:
+        patch.setattr(decoder, "quick_args", counted)
+        for read in reads:
+            relay.feed(read)
+    return sum(taken)
+
+
+def _notes_of(relayed: list[Any]) -> list[str]:
+    blocks = relayed[-2]
+    assert blocks[0]["kind"] == "tool_call"
+    notes: list[str] = orjson.loads(blocks[0]["arguments"])["notes"]
+    return notes
+
+
+GEMINI_ENV = {"id": "r1", "model": "gemini-3-flash-preview", "item": "ON_DEMAND"}
+
+
+@pytest.mark.parametrize("line_end", [b"\n", b"\r\n"])
+@pytest.mark.parametrize("marks", [None, "comments", "events"])
+def test_gemini_streamed_arguments_are_read_through_their_template(
+    line_end: bytes, marks: MarkStyle | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = ["first note", 'a "quoted" one', "back\\slash", "é and \n", ""]
+    reads = _gemini_call_reads(GEMINI_ENV, notes, line_end)
+    on, off = _relays("gemini", marks)
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert _notes_of(relayed) == notes
+    # Never relayed in pieces: nothing of the call reaches the client before its end.
+    # The first chunk's envelope goes out; of the call, nothing before its end.
+    assert b"functionCall" not in relayed[0][0]
+    assert [out[0] for out in relayed[1 : len(reads) - 2]] == [b""] * (len(reads) - 3)
+    assert b"write_notes" in relayed[len(reads) - 2][0]
+    on, off = _relays("gemini", marks)
+    pieces = sum(1 for read in reads if b"partialArgs" in read)
+    # The first chunk of more arguments cuts the template; each later one fits it.
+    assert _args_reads(on, reads, monkeypatch) == pieces - 1
+    assert _args_reads(off, reads, monkeypatch) == 0
+
+
+@pytest.mark.parametrize("line_end", [b"\n", b"\r\n"])
+def test_every_edit_of_a_fitting_arguments_frame_relays_as_in_full(line_end: bytes) -> None:
+    reads = _gemini_call_reads(GEMINI_ENV, ["one", 'tw"o', "three"], line_end, pieces=2)
+    at = 3  # the second chunk of arguments: it fits the template the first cut
+    fits = 0
+    for edited in _edits(reads[at]):
+        changed = [*reads[:at], edited, *reads[at + 1 :]]
+        on, off = _relays("gemini")
+        relayed = _relayed(on, changed)
+        assert relayed == _relayed(off, changed), edited
+        fits += isinstance(relayed[-1], list)
+    assert fits > 0
+
+
+@given(
+    env=st.fixed_dictionaries({"id": TRICKY, "model": TRICKY, "item": TRICKY}),
+    notes=st.lists(TRICKY, min_size=1, max_size=4),
+    pieces=st.integers(1, 4),
+    edit=EDITS,
+    byte=st.sampled_from(INSERTS),
+    line_end=st.sampled_from([b"\n", b"\r\n"]),
+)
+def test_any_byte_changed_in_a_fitting_arguments_frame_relays_as_in_full(
+    env: dict[str, Any],
+    notes: list[str],
+    pieces: int,
+    edit: tuple[int, str],
+    byte: int,
+    line_end: bytes,
+) -> None:
+    reads = _gemini_call_reads(env, notes, line_end, pieces=pieces)
+    changed = len(reads) - 3  # the last chunk of arguments
+    frame = reads[changed]
+    at = edit[0] % (len(frame) + 1)
+    if edit[1] == "drop":
+        frame = frame[:at] + frame[at + 1 :]
+    elif edit[1] == "insert":
+        frame = frame[:at] + bytes([byte]) + frame[at:]
+    else:
+        frame = frame[:at] + bytes([byte]) + frame[at + 1 :]
+    reads[changed] = frame
+    on, off = _relays("gemini")
+    assert _relayed(on, reads) == _relayed(off, reads)
+
+
+@pytest.mark.parametrize("size", [None, 7, 100])
+def test_gemini_arguments_queued_in_one_read_relay_as_in_full(size: int | None) -> None:
+    notes = ["one", "two", "three", "four"]
+    whole = b"".join(_gemini_call_reads(GEMINI_ENV, notes, b"\r\n"))
+    reads = (
+        [whole] if size is None else [whole[at : at + size] for at in range(0, len(whole), size)]
+    )
+    on, off = _relays("gemini")
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert _notes_of(relayed) == notes
+
+
+def test_a_piece_that_does_not_fit_the_arguments_fails_the_stream_as_in_full() -> None:
+    reads = _gemini_call_reads(GEMINI_ENV, ["one", "two", "three"], b"\r\n")
+    # The envelope of a fitting chunk, a path into a note as if it were an object.
+    reads[4] = reads[4].replace(b'"$.notes[1]"', b'"$.notes[0].x"')
+    on, off = _relays("gemini")
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert relayed[-1][1:] == ("StreamFailed", "upstream_protocol_error")
+
+
+def test_a_fitting_arguments_chunk_reports_its_usage_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Chunks whose counts alternate: each cuts a template until the decoder stops cutting
+    # them; the next that fits the last template reports that template's counts again, as
+    # decoding it in full does (the usage so far follows each chunk).
+    reads = _gemini_call_reads(GEMINI_ENV, [f"note {n}" for n in range(8)], b"\r\n", pieces=1)
+    for n in range(1, 9):
+        if n % 2 == 0:
+            reads[n] = reads[n].replace(b'"totalTokenCount":4', b'"totalTokenCount":9')
+    on, off = _relays("gemini")
+    relayed = _relayed(on, reads)
+    assert relayed == _relayed(off, reads)
+    assert [relayed[n][3].total_tokens for n in range(5, 9)] == [4, 9, 4, 9]
+    on, _off = _relays("gemini")
+    assert _args_reads(on, reads, monkeypatch) > 0

@@ -19,7 +19,7 @@ from turngate.adapters.sse import (
     SSEFrame,
     StreamEncoder,
 )
-from turngate.adapters.template import QuickDelta, TextPart
+from turngate.adapters.template import HeldArgs, QuickDelta, TextPart
 from turngate.errors import TurngateError
 from turngate.graph.assembler import (
     AssemblerState,
@@ -83,6 +83,12 @@ class BlockStreamDecoder(StreamDecoder, Protocol):
         """A whole frame (as ``quick_frame`` takes it) that fits the template, as its text
         block's index, its text and the chunk's usage (as sent, and counted), its decoder
         state taken as decoding it would. None: nothing taken."""
+        ...
+
+    def quick_args(self, frame: bytes) -> HeldArgs | None:
+        """A whole frame taken as more arguments of the call the decoder holds, and the one
+        event decoding it would give (its usage), if any; None: nothing taken. Raises
+        ``TurngateError`` as decoding would."""
         ...
 
     def text_start(self, index: int) -> BlockStart:
@@ -343,8 +349,30 @@ class StreamRelay:
             return None if taken is None else self._more_text(taken, frame, generation)
         if blocks is not None:
             part = blocks.quick_block(frame)
-            return None if part is None else self._whole_text(blocks, part, frame, generation)
+            if part is not None:
+                return self._whole_text(blocks, part, frame, generation)
+            if self.assembler.state is AssemblerState.STREAMING:
+                return self._more_args(blocks, frame, generation)
         return None
+
+    def _more_args(
+        self, decoder: BlockStreamDecoder, frame: bytes, generation: int | None
+    ) -> bytes | None:
+        """A frame the decoder took as more arguments of the call it holds (``quick_args``):
+        only its usage event goes through the assembler and the encoder (which write the
+        usage when it changed). None: not taken."""
+        try:
+            held = decoder.quick_args(frame)
+        except TurngateError as exc:
+            self.quick = False
+            return self._write(self._fail(exc, generation))
+        if held is None:
+            return None
+        out: list[bytes] = []
+        if held[0] is not None:
+            self._feed_events([held[0]], generation, out)
+        self.quick = not out
+        return b"".join(out)
 
     def _one_frame(
         self, decoder: DataStreamDecoder, payload: bytes, data: bytes, generation: int | None

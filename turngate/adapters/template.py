@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import orjson
 
+from turngate.graph.events import UsageEvent
 from turngate.graph.turn import Usage
 
 # text: any string, read; token: a string only checked (letters and digits as they stand);
@@ -78,6 +79,9 @@ QuickDelta = tuple[int, str, int, bool]
 # A text block whole in one frame, read through its template (Gemini parts): its index,
 # its text, the frame's usage (as sent, and counted).
 TextPart = tuple[int, str, dict[str, Any] | None, Usage | None]
+# More arguments of a call a decoder holds, read through its template (Gemini's streamed
+# ``partialArgs``): the usage event decoding the chunk gives, if any.
+HeldArgs = tuple[UsageEvent | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +250,7 @@ def cut(data: bytes, parsed: dict[str, Any], holes: tuple[Hole, ...]) -> FrameTe
     back where they were."""
     spans: list[tuple[int, int, Hole]] = []
     for hole in holes:
-        span = _span(data, hole, _at(parsed, hole.path))
+        span = _span(data, hole, value_at(parsed, hole.path))
         if span is None:
             return None
         spans.append((*span, hole))
@@ -273,7 +277,7 @@ def cut(data: bytes, parsed: dict[str, Any], holes: tuple[Hole, ...]) -> FrameTe
     expected: Any = parsed
     for hole in holes:
         if hole.kind != "pad":
-            expected = _replaced(expected, hole.path, _PROBES[hole.kind])
+            expected = replaced_at(expected, hole.path, _PROBES[hole.kind])
     return template if probed == expected else None
 
 
@@ -308,7 +312,8 @@ def _span(data: bytes, hole: Hole, value: Any) -> tuple[int, int] | None:
     return start + 1, start + len(body) - 1
 
 
-def _at(value: Any, path: Path) -> Any:
+def value_at(value: Any, path: Path) -> Any:
+    """The value at ``path`` in ``value``; None where the path leads nowhere."""
     for step in path:
         if isinstance(step, int):
             if type(value) is not list or step >= len(value):
@@ -319,13 +324,13 @@ def _at(value: Any, path: Path) -> Any:
     return value
 
 
-def _replaced(value: Any, path: Path, new: Any) -> Any:
+def replaced_at(value: Any, path: Path, new: Any) -> Any:
     """``value`` with ``new`` at ``path``, copying only the containers on the way."""
     if not path:
         return new
     step, rest = path[0], path[1:]
     if isinstance(step, int):
         items = list(value)
-        items[step] = _replaced(items[step], rest, new)
+        items[step] = replaced_at(items[step], rest, new)
         return items
-    return {**value, step: _replaced(value[step], rest, new)}
+    return {**value, step: replaced_at(value[step], rest, new)}

@@ -14,9 +14,10 @@ writes no commit marks unless asked.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -30,7 +31,15 @@ from turngate.adapters.sse import (
     frame_json,
     own_frame,
 )
-from turngate.adapters.template import FrameTemplate, Hole, TextPart, cut
+from turngate.adapters.template import (
+    FrameTemplate,
+    HeldArgs,
+    Hole,
+    TextPart,
+    cut,
+    replaced_at,
+    value_at,
+)
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import MAX_NESTING, Commit
 from turngate.graph.events import (
@@ -89,6 +98,10 @@ class GeminiStreamDecoder:
         self._template_usage: tuple[dict[str, Any] | None, Usage | None] = (None, None)
         self._counted: tuple[str, ...] = ()
         self._templates_left = _TEMPLATES_PER_STREAM
+        # The frame of a chunk that was only more arguments of the call streaming them, with
+        # its ``partialArgs`` array as the hole (``quick_args``).
+        self._args: ArgsTemplate | None = None
+        self._args_templates_left = _TEMPLATES_PER_STREAM
 
     def quick_block(self, frame: bytes) -> TextPart | None:
         """``BlockStreamDecoder.quick_block``: a whole frame that fits the template of a
@@ -111,6 +124,22 @@ class GeminiStreamDecoder:
                 usage = usage_of(native)
         return self._new(), read[0], native, usage
 
+    def quick_args(self, frame: bytes) -> HeldArgs | None:
+        """``BlockStreamDecoder.quick_args``: a whole frame that is the last chunk of more
+        arguments read in full with another ``partialArgs`` array, its pieces applied to
+        the call streaming them, and the usage event decoding it gives (its only event).
+        None: nothing taken. Raises as decoding does for a piece that does
+        not fit the arguments (the stream then fails)."""
+        template, streaming = self._args, self._streaming
+        if template is None or streaming is None:
+            return None
+        pieces = template.read(frame)
+        if pieces is None:
+            return None
+        for arg in pieces:
+            _apply_partial(streaming, arg)
+        return (template.usage,)
+
     def text_start(self, index: int) -> BlockStart:
         """The start of the text block at ``index``, as ``_part`` gives it for a text part
         of a chunk that is nothing else."""
@@ -130,10 +159,21 @@ class GeminiStreamDecoder:
         if frame.truncated:
             return []
         chunk = frame_json(frame.data)
+        continuing = self._streaming is not None
         events = self._decode(frame, chunk)
         if self._templates_left and _plain_text(events):
             self._templates_left -= 1
             self._cut(frame, chunk, events)
+        elif (
+            continuing
+            and self._streaming is not None
+            and self._args_templates_left
+            and all(type(e) is UsageEvent for e in events)
+        ):
+            # Only more arguments (and the usage): the next such chunk may differ only there.
+            self._args_templates_left -= 1
+            usage = next((e for e in events if isinstance(e, UsageEvent)), None)
+            self._args = cut_args(frame, chunk, usage)
         return events
 
     def _cut(self, frame: SSEFrame, chunk: dict[str, Any], events: list[StreamEvent]) -> None:
@@ -312,6 +352,98 @@ class GeminiStreamDecoder:
         return block if block.order == order else replace(block, order=order)
 
 
+_PARTIAL_ARGS_PATH = ("candidates", 0, "content", "parts", 0, "functionCall", "partialArgs")
+_PARTIAL_ARGS_KEY = b'"partialArgs":'
+
+
+@dataclass(frozen=True, slots=True)
+class ArgsTemplate:
+    """A whole frame of more streamed arguments, its ``partialArgs`` array the hole: the
+    bytes before the array (the SSE field, the envelope, the key) and after it (the rest of
+    the chunk, the blank line)."""
+
+    before: bytes
+    after: bytes
+    # The usage event of the chunk (its usage is in the fixed bytes): every chunk that fits
+    # gives it.
+    usage: UsageEvent | None
+
+    def read(self, frame: bytes) -> list[Any] | None:
+        """The ``partialArgs`` array of ``frame`` when it is this template with another
+        array in the hole; None for anything else. Exact as ``FrameTemplate.read`` is: a
+        JSON value replaced by another leaves every other token as it was, and a hole
+        without a line break keeps the frame one frame."""
+        before, after = self.before, self.after
+        if not (frame.startswith(before) and frame.endswith(after)):
+            return None
+        hole = frame[len(before) : len(frame) - len(after)]
+        if b"\n" in hole or b"\r" in hole:
+            return None
+        try:
+            value = orjson.loads(hole)
+        except orjson.JSONDecodeError:
+            return None
+        return value if type(value) is list else None
+
+
+def cut_args(
+    frame: SSEFrame, chunk: dict[str, Any], usage: UsageEvent | None
+) -> ArgsTemplate | None:
+    """The template of a chunk of one part, a streaming call's ``partialArgs``; None when
+    the frame is not one ``data`` line ending in a blank line, holds the key more than once,
+    or a probe with an empty array does not give the chunk back with that array."""
+    data, raw = frame.data, frame.raw
+    parts = value_at(chunk, _PARTIAL_ARGS_PATH[:4])
+    if not (isinstance(parts, list) and len(parts) == 1) or data.count(_PARTIAL_ARGS_KEY) != 1:
+        return None
+    if b"\n" in data or b"\r" in data:
+        return None
+    head = raw.find(data)
+    if raw[:head] not in _HEADS or raw[head + len(data) :] not in _TAILS:
+        return None
+    start = data.find(_PARTIAL_ARGS_KEY) + len(_PARTIAL_ARGS_KEY)
+    while data[start : start + 1] == b" ":
+        start += 1
+    end = _array_end(data, start)
+    if end < 0:
+        return None
+    template = ArgsTemplate(raw[:head] + data[:start], data[end:] + raw[head + len(data) :], usage)
+    try:
+        probed = orjson.loads(data[:start] + b"[]" + data[end:])
+    except orjson.JSONDecodeError:
+        return None
+    return template if probed == replaced_at(chunk, _PARTIAL_ARGS_PATH, []) else None
+
+
+_HEADS = (b"data: ", b"data:")
+_TAILS = (b"\r\n\r\n", b"\n\n")
+
+
+def _array_end(data: bytes, start: int) -> int:
+    """The offset just past the JSON array that opens at ``start``; -1 when none does."""
+    if data[start : start + 1] != b"[":
+        return -1
+    depth, in_string, escaped = 0, False, False
+    for at in range(start, len(data)):
+        byte = data[at]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+            if depth == 0:
+                return at + 1
+    return -1
+
+
 def usage_of(usage: dict[str, Any]) -> Usage:
     """Output counts thinking tokens too, as the adapter's response parser does."""
 
@@ -390,7 +522,9 @@ def _apply_partial(streaming: dict[str, Any], arg: Any) -> None:
     _assign(streaming["args"], path, value)
 
 
-def _json_path(text: str) -> list[str | int]:
+@functools.lru_cache(maxsize=1024)
+def _json_path(text: str) -> tuple[str | int, ...]:
+    # Remembered: a string argument streams in many pieces, each naming the same path.
     if not text.startswith("$"):
         raise UpstreamProtocolError(f"unsupported gemini partialArgs jsonPath {text!r}")
     steps: list[str | int] = []
@@ -406,10 +540,10 @@ def _json_path(text: str) -> list[str | int]:
         raise UpstreamProtocolError("gemini partialArgs jsonPath names no argument")
     if len(steps) > MAX_NESTING:
         raise UpstreamProtocolError(f"gemini partialArgs jsonPath deeper than {MAX_NESTING}")
-    return steps
+    return tuple(steps)
 
 
-def _lookup(root: Any, path: list[str | int]) -> str:
+def _lookup(root: Any, path: tuple[str | int, ...]) -> str:
     """The string a continued ``stringValue`` extends (a later entry may have replaced it)."""
     for step in path:
         fits = (isinstance(root, dict) and isinstance(step, str) and step in root) or (
@@ -421,7 +555,7 @@ def _lookup(root: Any, path: list[str | int]) -> str:
     return root
 
 
-def _assign(root: dict[str, Any], path: list[str | int], value: Any) -> None:
+def _assign(root: dict[str, Any], path: tuple[str | int, ...], value: Any) -> None:
     node: Any = root
     for step, following in itertools.pairwise(path):
         child_default: Any = [] if isinstance(following, int) else {}
