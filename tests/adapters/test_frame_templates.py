@@ -373,17 +373,19 @@ def test_any_byte_changed_in_a_fitting_frame_relays_as_in_full(
     # The last text frame, which fits the template of the one before, changed anywhere:
     # its JSON, its event line, its ``data:``, its line ends.
     changed = len(reads) - len(SHAPES[api].closing(env, "", 0, line_end)) - 1
-    frame = reads[changed]
-    at = edit[0] % (len(frame) + 1)
-    if edit[1] == "drop":
-        frame = frame[:at] + frame[at + 1 :]
-    elif edit[1] == "insert":
-        frame = frame[:at] + bytes([byte]) + frame[at:]
-    else:
-        frame = frame[:at] + bytes([byte]) + frame[at + 1 :]
-    reads[changed] = frame
+    reads[changed] = _edited(reads[changed], edit, byte)
     on, off = _relays(api)
     assert _relayed(on, reads) == _relayed(off, reads)
+
+
+def _edited(frame: bytes, edit: tuple[int, str], byte: int) -> bytes:
+    """``frame`` with one byte dropped, ``byte`` put before it, or ``byte`` in its place."""
+    at = edit[0] % (len(frame) + 1)
+    if edit[1] == "drop":
+        return frame[:at] + frame[at + 1 :]
+    if edit[1] == "insert":
+        return frame[:at] + bytes([byte]) + frame[at:]
+    return frame[:at] + bytes([byte]) + frame[at + 1 :]
 
 
 def _edits(frame: bytes) -> list[bytes]:
@@ -714,15 +716,7 @@ def test_any_byte_changed_in_a_fitting_arguments_frame_relays_as_in_full(
 ) -> None:
     reads = _gemini_call_reads(env, notes, line_end, pieces=pieces)
     changed = len(reads) - 3  # the last chunk of arguments
-    frame = reads[changed]
-    at = edit[0] % (len(frame) + 1)
-    if edit[1] == "drop":
-        frame = frame[:at] + frame[at + 1 :]
-    elif edit[1] == "insert":
-        frame = frame[:at] + bytes([byte]) + frame[at:]
-    else:
-        frame = frame[:at] + bytes([byte]) + frame[at + 1 :]
-    reads[changed] = frame
+    reads[changed] = _edited(reads[changed], edit, byte)
     on, off = _relays("gemini")
     assert _relayed(on, reads) == _relayed(off, reads)
 
