@@ -9,6 +9,9 @@ API's recorded text stream from ../shared/fixtures is fed up to its second text 
 that frame N times more (Responses frames renumbered, as a provider numbers them), for a
 short and a long answer: a cost per frame that grows with the answer's length (a string
 grown by copying, say) shows as a larger second column. CPU time of this process, best of 3.
+
+Then `bench stream`'s own streams of each API, text and tool arguments, per frame: the
+argument paths (held fragments, Vertex's streamed ``partialArgs``) next to the text ones.
 """
 
 from __future__ import annotations
@@ -57,9 +60,39 @@ def per_frame(api: str, frames: list[bytes], at: int, count: int) -> float:
     return spent / count
 
 
+def per_chunk(api: str, frames: list[bytes], rounds: int = 5) -> float:
+    """Seconds of CPU per frame of a whole stream fed one frame a read, best of ``rounds``
+    (each a fresh relay, ended with ``finish``)."""
+    best = float("inf")
+    for _ in range(rounds):
+        relay = StreamRelay(api)
+        started = time.process_time()
+        for frame in frames:
+            relay.feed(frame)
+        _tail, outcome = relay.finish()
+        best = min(best, time.process_time() - started)
+        if relay.failed:
+            raise RuntimeError(f"{api}: the bench stream failed: {outcome}")
+    return best / len(frames)
+
+
+def bench_streams() -> None:
+    """``bench stream``'s two streams of each API (bench/stream_overhead.py: 500 chunks of
+    text, and a tool call whose arguments come in 500 chunks), per frame, the turn's end
+    included."""
+    from bench.stream_overhead import APIS
+
+    print("\nStreamRelay per frame of bench stream's 500-chunk streams, in process, best of 5 (us)")
+    print(f"{'':<18}{'text':>10}{'tool arguments':>16}")
+    for name, api in APIS.items():
+        text, tools = per_chunk(name, api.text(500)), per_chunk(name, api.tools(500))
+        print(f"{name:<18}{text * 1e6:10.2f}{tools * 1e6:16.2f}")
+
+
 def main() -> None:
     if not FIXTURES.is_dir():
-        print(f"recorded fixtures ABSENT ({FIXTURES}): nothing measured")
+        print(f"recorded fixtures ABSENT ({FIXTURES}): recorded frames not measured")
+        bench_streams()
         return
     print("StreamRelay per text frame, in process, best of 3 (us)")
     print(f"{'':<18}" + "".join(f"{f'{n:,} frames':>16}" for n in LENGTHS))
@@ -69,6 +102,7 @@ def main() -> None:
         at = texts[1] if len(texts) > 1 else texts[0]
         costs = [min(per_frame(api, frames, at, n) for _ in range(3)) for n in LENGTHS]
         print(f"{api:<18}" + "".join(f"{cost * 1e6:16.2f}" for cost in costs) + f"  {name}")
+    bench_streams()
     sys.stdout.flush()
 
 
