@@ -78,13 +78,17 @@ def _anthropic_text(env: dict[str, Any], text: str, seq: int, le: bytes) -> byte
     return _frame("content_block_delta", {"index": 0, "delta": delta}, le, pad=len(text) % 7)
 
 
-def _anthropic_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
-    stop = {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}
+def _anthropic_ending(reason: str, le: bytes) -> list[bytes]:
+    stop = {"delta": {"stop_reason": reason}, "usage": {"output_tokens": 5}}
     return [
         _frame("content_block_stop", {"index": 0}, le),
         _frame("message_delta", stop, le),
         _frame("message_stop", {}, le),
     ]
+
+
+def _anthropic_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
+    return _anthropic_ending("end_turn", le)
 
 
 def _responses_opening(env: dict[str, Any], le: bytes) -> list[bytes]:
@@ -182,12 +186,7 @@ def _anthropic_arguments(env: dict[str, Any], piece: str, seq: int, le: bytes) -
 
 
 def _anthropic_call_closing(env: dict[str, Any], whole: str, seq: int, le: bytes) -> list[bytes]:
-    stop = {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}
-    return [
-        _frame("content_block_stop", {"index": 0}, le),
-        _frame("message_delta", stop, le),
-        _frame("message_stop", {}, le),
-    ]
+    return _anthropic_ending("tool_use", le)
 
 
 def _responses_call_item(env: dict[str, Any], arguments: str, status: str) -> dict[str, Any]:

@@ -209,18 +209,27 @@ class FrameTemplate:
         ``event`` line, ``data:`` and blank line become fixed bytes. None when the frame is
         not one ``data`` line (after one ``event`` line at most) ending in a blank line:
         a read fitting a template of more lines need not be one frame."""
-        if data.find(b"\n") >= 0 or data.find(b"\r") >= 0:
+        around = frame_around(raw, data)
+        if around is None:
             return None
-        for tail in _TAILS:
-            if raw.endswith(data + tail):
-                head = raw[: len(raw) - len(data) - len(tail)]
-                if _HEAD.match(head) is None:
-                    return None
-                pieces = self.pieces
-                return FrameTemplate(
-                    (head + pieces[0], *pieces[1:-1], pieces[-1] + tail), self.kinds, self.holes
-                )
+        head, tail = around
+        pieces = self.pieces
+        return FrameTemplate(
+            (head + pieces[0], *pieces[1:-1], pieces[-1] + tail), self.kinds, self.holes
+        )
+
+
+def frame_around(raw: bytes, data: bytes) -> tuple[bytes, bytes] | None:
+    """The bytes of the SSE frame ``raw`` before and after its data ``data``: its ``event``
+    line and ``data:``, then its line end and blank line. None when the frame is not one
+    ``data`` line (after one ``event`` line at most) ending in a blank line."""
+    if data.find(b"\n") >= 0 or data.find(b"\r") >= 0:
         return None
+    for tail in _TAILS:
+        if raw.endswith(data + tail):
+            head = raw[: len(raw) - len(data) - len(tail)]
+            return None if _HEAD.match(head) is None else (head, tail)
+    return None
 
 
 def _count(data: bytes, at: int, end: int) -> int:

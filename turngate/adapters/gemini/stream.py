@@ -37,6 +37,7 @@ from turngate.adapters.template import (
     Hole,
     TextPart,
     cut,
+    frame_around,
     replaced_at,
     value_at,
 )
@@ -389,34 +390,30 @@ class ArgsTemplate:
 def cut_args(
     frame: SSEFrame, chunk: dict[str, Any], usage: UsageEvent | None
 ) -> ArgsTemplate | None:
-    """The template of a chunk of one part, a streaming call's ``partialArgs``; None when
-    the frame is not one ``data`` line ending in a blank line, holds the key more than once,
-    or a probe with an empty array does not give the chunk back with that array."""
+    """The template of a chunk of one part, a streaming call's ``partialArgs``, over its
+    whole frame; None when the frame is not one ``data`` line ending in a blank line
+    (``frame_around``), holds the key more than once, or a probe with an empty array does
+    not give the chunk back with that array."""
     data, raw = frame.data, frame.raw
     parts = value_at(chunk, _PARTIAL_ARGS_PATH[:4])
     if not (isinstance(parts, list) and len(parts) == 1) or data.count(_PARTIAL_ARGS_KEY) != 1:
         return None
-    if b"\n" in data or b"\r" in data:
+    around = frame_around(raw, data)
+    if around is None:
         return None
-    head = raw.find(data)
-    if raw[:head] not in _HEADS or raw[head + len(data) :] not in _TAILS:
-        return None
+    head, tail = around
     start = data.find(_PARTIAL_ARGS_KEY) + len(_PARTIAL_ARGS_KEY)
     while data[start : start + 1] == b" ":
         start += 1
     end = _array_end(data, start)
     if end < 0:
         return None
-    template = ArgsTemplate(raw[:head] + data[:start], data[end:] + raw[head + len(data) :], usage)
+    template = ArgsTemplate(head + data[:start], data[end:] + tail, usage)
     try:
         probed = orjson.loads(data[:start] + b"[]" + data[end:])
     except orjson.JSONDecodeError:
         return None
     return template if probed == replaced_at(chunk, _PARTIAL_ARGS_PATH, []) else None
-
-
-_HEADS = (b"data: ", b"data:")
-_TAILS = (b"\r\n\r\n", b"\n\n")
 
 
 def _array_end(data: bytes, start: int) -> int:
