@@ -1,8 +1,11 @@
 """What turngate's stream commit boundary costs, against a bare aiohttp pass-through, same run.
 
-Run: .venv/bin/python -m bench stream     (or: -m bench.stream_overhead [--quick] [--api API])
+Run: .venv/bin/python -m bench stream     (or: -m bench.stream_overhead [--quick] [--api API]
+     [--pace MS] [--at-once N])
      --api openai_chat (default), openai_responses, anthropic or gemini: the same two streams
      written as that API's upstream writes them
+     --pace, --at-once: the paced streams' gap between chunks (default 10 ms) and how many
+     stream at once (default 64)
 
 Processes as in bench/proxy_latency.py, each pinned: a fake upstream that streams realistic
 chunks (Chat Completions: about 250 bytes each, id, model, fingerprint, one delta), a bare
@@ -38,11 +41,14 @@ Printed, per stream and proxy:
   what a request costs once before its stream starts (parse, validation, the claim: the
   TTFB column);
 - CPU per chunk in the proxy process (utime + stime from /proc over many streams), with the
-  upstream pacing its chunks (one every 0.5 ms, so each is read on its own, as an LLM's are):
-  the average (a stream's CPU over its chunks, the request's own work included) and the
+  upstream pacing its chunks as a model's tokens come: 64 streams at once, each writing a
+  chunk every 10 ms, so each chunk is read on its own (faster pacing merges them: at one
+  chunk every 0.5 ms, 16 at once, `strace -c` counted 4.3 chunks per read in the bare
+  pass-through and 2.4 in turngate, so the two were no longer doing the same work per
+  chunk); the average (a stream's CPU over its chunks, the request's own work included) and the
   marginal cost of a chunk (streams of 500 and of 100 chunks alternated: the difference in
   CPU per stream over the 400 chunks more, so what a request costs once drops out). Each
-  is taken round by round (a batch of 8 streams per proxy and body, the proxies in turn)
+  is taken round by round (a batch of 64 streams per proxy and body, the proxies in turn)
   and the ratios to the bare pass-through are the median of the rounds' ratios, with their
   quartiles beside: on a shared machine one round can stray by a fifth either way;
 - peak memory: the proxy's RSS growth while 1,000 streams are held open at once, per
@@ -51,6 +57,7 @@ Printed, per stream and proxy:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import json
@@ -77,7 +84,8 @@ CHAT = "/v1/chat/completions"
 _STAMP = re.compile(rb"@(\d+)@")
 CHUNKS = 500
 SHORT = 100
-PACE = 0.0005
+PACE_MS = 10.0
+AT_ONCE = 64
 HOLD_STREAMS = 1000
 _ENVELOPE = {
     "id": "chatcmpl-BENCHx0aLkq3N2TtZ5fYpQe9uR8sW",
@@ -559,7 +567,7 @@ APIS = {
 # -- the servers ---------------------------------------------------------------------------
 
 
-def run_upstream(port: int, api: Api = APIS["openai_chat"]) -> None:
+def run_upstream(port: int, api: Api = APIS["openai_chat"], pace: float = PACE_MS / 1000) -> None:
     streams = {
         "bench-text": api.text(CHUNKS),
         "bench-tools": api.tools(CHUNKS),
@@ -576,14 +584,14 @@ def run_upstream(port: int, api: Api = APIS["openai_chat"]) -> None:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         if model.endswith("-stamped"):
-            await stamped(response, api)
+            await stamped(response, api, pace)
             return response
         for at, frame in enumerate(frames):
             if held and at == len(frames) // 2:
                 await release.wait()
             await response.write(frame)
             if paced:
-                await asyncio.sleep(PACE)
+                await asyncio.sleep(pace)
         await response.write_eof()
         return response
 
@@ -597,7 +605,7 @@ def run_upstream(port: int, api: Api = APIS["openai_chat"]) -> None:
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
-async def stamped(response: web.StreamResponse, api: Api) -> None:
+async def stamped(response: web.StreamResponse, api: Api, pace: float) -> None:
     """Paced text chunks, each carrying the moment it was written (CLOCK_MONOTONIC, the same
     clock in every process of the machine), then the frames that close the stream (those
     that repeat the text, as Responses' ``.done`` events do, repeat the stamped text)."""
@@ -607,7 +615,7 @@ async def stamped(response: web.StreamResponse, api: Api) -> None:
     for i in range(CHUNKS):
         texts.append(f" w{i}@{time.perf_counter_ns()}@")
         await response.write(api.text_chunk(texts[-1], i))
-        await asyncio.sleep(PACE)
+        await asyncio.sleep(pace)
     for frame in api.closing("".join(texts), CHUNKS):
         await response.write(frame)
     await response.write_eof()
@@ -643,6 +651,14 @@ def run_bare(port: int, upstream: str, api: Api = APIS["openai_chat"]) -> None:
 
 
 # -- measuring -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How the CPU rounds' streams come: seconds between a stream's chunks, streams at once."""
+
+    pace: float
+    at_once: int
 
 
 @dataclass
@@ -723,13 +739,12 @@ async def chunk_latency(targets: list[Target], streams: int, api: Api) -> dict[s
 
 
 async def cpu_per_stream(
-    targets: list[Target], bodies: list[bytes], streams: int
+    targets: list[Target], bodies: list[bytes], batches: int, at_once: int
 ) -> dict[str, list[list[float]]]:
-    """Seconds of each proxy's CPU per stream, for each body, batch by batch: batches of 8
-    paced streams at a time, the proxies and the bodies alternating batch by batch (so a
+    """Seconds of each proxy's CPU per stream, for each body, batch by batch: batches of
+    ``at_once`` paced streams, the proxies and the bodies alternating batch by batch (so a
     batch's figures are comparable with the other proxies' of the same round)."""
     used: dict[str, list[list[float]]] = {t.name: [] for t in targets}
-    batches = max(1, streams // 8)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         for batch in range(batches + 1):
             if batch:  # the first batch warms up
@@ -739,9 +754,11 @@ async def cpu_per_stream(
                 for target in targets:
                     assert target.pid is not None
                     before = cpu_seconds(target.pid)
-                    await asyncio.gather(*(one_stream(session, target.url, body) for _ in range(8)))
+                    await asyncio.gather(
+                        *(one_stream(session, target.url, body) for _ in range(at_once))
+                    )
                     if batch:
-                        used[target.name][-1][at] = (cpu_seconds(target.pid) - before) / 8
+                        used[target.name][-1][at] = (cpu_seconds(target.pid) - before) / at_once
     return used
 
 
@@ -790,7 +807,7 @@ class Target:
     pid: int | None
 
 
-async def run(quick: bool, api: Api) -> None:
+async def run(quick: bool, api: Api, pacing: Pacing) -> None:
     os.sched_setaffinity(0, {LOAD_CORE})
     ports = {name: free_port() for name in ("upstream", "bare", "turngate", "turngate-sqlite")}
     upstream = f"http://127.0.0.1:{ports['upstream']}"
@@ -800,7 +817,7 @@ async def run(quick: bool, api: Api) -> None:
     serve += ["--upstream-openai", upstream, "--upstream-anthropic", upstream]
     serve += ["--upstream-gemini", upstream]
     processes = [
-        start([*me, "upstream", str(ports["upstream"]), api.name], LOAD_CORE),
+        start([*me, "upstream", str(ports["upstream"]), api.name, str(pacing.pace)], LOAD_CORE),
         start([*me, "bare", str(ports["bare"]), upstream, api.name], PROXY_CORE),
         start([*serve, "--port", str(ports["turngate"]), "--state", "memory://"], PROXY_CORE),
         start(
@@ -830,13 +847,14 @@ async def run(quick: bool, api: Api) -> None:
                 processes[3].pid,
             ),
         ]
-        runs, streams, held = (20, 32, 200) if quick else (60, 96, HOLD_STREAMS)
+        runs, rounds, held = (20, 3, 200) if quick else (60, 6, HOLD_STREAMS)
         print(
             f"{api.name} streams; cores: proxies on {PROXY_CORE}, upstream + load on "
-            f"{LOAD_CORE}; {CHUNKS} chunks"
+            f"{LOAD_CORE}; {CHUNKS} chunks; paced: {pacing.at_once} streams at once, a chunk "
+            f"every {pacing.pace * 1000:g} ms each"
         )
         for kind in ("text", "tools"):
-            await report_kind(kind, targets, runs, streams, api)
+            await report_kind(kind, targets, runs, rounds, api=api, pacing=pacing)
         print(f"\npeak memory, {held} streams held open at once (RSS growth of the proxy)")
         for target in targets[1:]:
             assert target.pid is not None
@@ -850,13 +868,15 @@ async def run(quick: bool, api: Api) -> None:
             process.wait(30)
 
 
-async def report_kind(kind: str, targets: list[Target], runs: int, streams: int, api: Api) -> None:
+async def report_kind(
+    kind: str, targets: list[Target], runs: int, rounds: int, *, api: Api, pacing: Pacing
+) -> None:
     body = api.request(kind)
     results = await timings(targets, body, runs)
     paced = body.replace(f'"bench-{kind}"'.encode(), f'"bench-{kind}-paced"'.encode())
     short = paced.replace(f'"bench-{kind}-paced"'.encode(), f'"bench-{kind}-short-paced"'.encode())
     proxies = [t for t in targets if t.pid is not None]
-    per_batch = await cpu_per_stream(proxies, [paced, short], streams)
+    per_batch = await cpu_per_stream(proxies, [paced, short], rounds, pacing.at_once)
     # Per round: a stream's CPU over its chunks, and the CPU of the 400 chunks more.
     cpu_rounds = {n: [whole * 1e6 / CHUNKS for whole, _ in b] for n, b in per_batch.items()}
     marginal_rounds = {
@@ -865,7 +885,7 @@ async def report_kind(kind: str, targets: list[Target], runs: int, streams: int,
     }
     cpu = {name: statistics.median(found) for name, found in cpu_rounds.items()}
     marginal = {name: statistics.median(found) for name, found in marginal_rounds.items()}
-    latency = await chunk_latency(targets, max(2, streams // 8), api) if kind == "text" else {}
+    latency = await chunk_latency(targets, max(2, rounds // 2), api) if kind == "text" else {}
     print(f"\n{kind}: {CHUNKS} chunks")
     header = f"{'':<20}{'TTFB ms':>9}{'total ms':>10}{'added us/chunk':>16}{'after TTFB':>11}"
     header += f"{'CPU us/chunk':>14}{'marginal':>10}"
@@ -911,14 +931,25 @@ def ratios_of(rounds: dict[str, list[float]], name: str, bare: str) -> list[floa
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "upstream":
-        run_upstream(int(args[1]), APIS[args[2]] if len(args) > 2 else APIS["openai_chat"])
+        pace = float(args[3]) if len(args) > 3 else PACE_MS / 1000
+        run_upstream(int(args[1]), APIS[args[2]] if len(args) > 2 else APIS["openai_chat"], pace)
     elif args and args[0] == "bare":
         run_bare(int(args[1]), args[2], APIS[args[3]] if len(args) > 3 else APIS["openai_chat"])
     else:
-        name = args[args.index("--api") + 1] if "--api" in args else "openai_chat"
-        if name not in APIS:
-            raise SystemExit(f"--api {name}: one of {', '.join(APIS)}")
-        asyncio.run(run(quick="--quick" in args, api=APIS[name]))
+        parser = argparse.ArgumentParser(prog="bench.stream_overhead")
+        parser.add_argument("--quick", action="store_true", help="fewer rounds")
+        parser.add_argument("--api", choices=sorted(APIS), default="openai_chat")
+        parser.add_argument(
+            "--pace", type=float, default=PACE_MS, help="ms between a paced stream's chunks"
+        )
+        parser.add_argument(
+            "--at-once", type=int, default=AT_ONCE, help="paced streams at once, per batch"
+        )
+        options = parser.parse_args(args)
+        if options.pace <= 0 or options.at_once < 1:
+            raise SystemExit("--pace must be above 0 ms and --at-once at least 1")
+        pacing = Pacing(options.pace / 1000, options.at_once)
+        asyncio.run(run(quick=options.quick, api=APIS[options.api], pacing=pacing))
 
 
 if __name__ == "__main__":
