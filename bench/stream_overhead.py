@@ -42,15 +42,16 @@ Printed, per stream and proxy:
   TTFB column);
 - CPU per chunk in the proxy process (utime + stime from /proc over many streams), with the
   upstream pacing its chunks as a model's tokens come: 64 streams at once, each writing a
-  chunk every 10 ms, so each chunk is read on its own (faster pacing merges them: at one
-  chunk every 0.5 ms, 16 at once, `strace -c` counted 4.3 chunks per read in the bare
-  pass-through and 2.4 in turngate, so the two were no longer doing the same work per
-  chunk); the average (a stream's CPU over its chunks, the request's own work included) and the
-  marginal cost of a chunk (streams of 500 and of 100 chunks alternated: the difference in
-  CPU per stream over the 400 chunks more, so what a request costs once drops out). Each
-  is taken round by round (a batch of 64 streams per proxy and body, the proxies in turn)
-  and the ratios to the bare pass-through are the median of the rounds' ratios, with their
-  quartiles beside: on a shared machine one round can stray by a fifth either way;
+  chunk every 10 ms, so most chunks are read on their own (`strace -c`, which slows both
+  proxies: 1.35 chunks per read in the bare pass-through, 1.54 in turngate; faster pacing
+  merges more: at one chunk every 0.5 ms, 16 at once, 4.3 and 2.4, and the two no longer did
+  the same work per chunk); the average (a stream's CPU over its chunks, the request's own
+  work included) and the marginal cost of a chunk (streams of 500 and of 100 chunks
+  alternated: the difference in CPU per stream over the 400 chunks more, so what a request
+  costs once drops out). Each is taken round by round (a batch of 64 streams per proxy and
+  body, the proxies in turn) and the ratios to the bare pass-through are the median of the
+  rounds' ratios, with their quartiles beside: on a shared machine one round can stray by a
+  fifth either way;
 - peak memory: the proxy's RSS growth while 1,000 streams are held open at once, per
   1,000 streams.
 """
