@@ -299,12 +299,9 @@ def _span(data: bytes, hole: Hole, value: Any) -> tuple[int, int] | None:
         while data[start - 1 : start] in (b" ", b"\t"):
             start -= 1
         return start, end
-    at = data.find(hole.key)
-    if at < 0:
+    start = value_start(data, hole.key)
+    if start < 0:
         return None
-    start = at + len(hole.key)
-    while data[start : start + 1] == b" ":
-        start += 1
     if hole.kind == "count":
         if type(value) is not int or value < 0:
             return None
@@ -319,6 +316,18 @@ def _span(data: bytes, hole: Hole, value: Any) -> tuple[int, int] | None:
     if data[start : start + len(body)] != body:
         return None
     return start + 1, start + len(body) - 1
+
+
+def value_start(data: bytes, key: bytes) -> int:
+    """The offset of the value after the first ``key`` (a quoted key and its colon) in
+    ``data``, past the spaces before it; -1 when ``key`` is not there."""
+    at = data.find(key)
+    if at < 0:
+        return -1
+    start = at + len(key)
+    while data[start : start + 1] == b" ":
+        start += 1
+    return start
 
 
 def value_at(value: Any, path: Path) -> Any:

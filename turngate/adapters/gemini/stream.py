@@ -40,6 +40,7 @@ from turngate.adapters.template import (
     frame_around,
     replaced_at,
     value_at,
+    value_start,
 )
 from turngate.errors import TurngateError, UpstreamProtocolError
 from turngate.graph.assembler import MAX_NESTING, Commit
@@ -402,9 +403,7 @@ def cut_args(
     if around is None:
         return None
     head, tail = around
-    start = data.find(_PARTIAL_ARGS_KEY) + len(_PARTIAL_ARGS_KEY)
-    while data[start : start + 1] == b" ":
-        start += 1
+    start = value_start(data, _PARTIAL_ARGS_KEY)
     end = _array_end(data, start)
     if end < 0:
         return None
