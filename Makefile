@@ -23,8 +23,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
 
+# One worker per core (pytest-xdist): most of the suite's time is CPU or waiting on
+# deadlines, and both overlap. The workers' printed counts are added up in tests/conftest.py.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 test: lint typecheck pytest
 

@@ -1,8 +1,27 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT
+from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, LARGEST, note_largest
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker: hand the counts to the controller, which prints them."""
+    output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["turngate_counts"] = dict(COUNTS)
+        output["turngate_largest"] = dict(LARGEST)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the pytest-xdist controller: add up a worker's counts as it finishes."""
+    output: dict[str, Any] = getattr(node, "workeroutput", {})
+    COUNTS.update(output.get("turngate_counts", {}))
+    for key, value in output.get("turngate_largest", {}).items():
+        note_largest(key, value)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -18,8 +37,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             red=True,
             bold=True,
         )
-    for key in sorted(COUNTS):
-        write(f"{key}: {COUNTS[key]}")
+    figures = {**COUNTS, **LARGEST}
+    for key in sorted(figures):
+        write(f"{key}: {figures[key]}")
 
 
 @pytest.hookimpl(hookwrapper=True)

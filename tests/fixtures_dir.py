@@ -20,6 +20,13 @@ FIXTURES_PRESENT = (FIXTURES_DIR / "MANIFEST.tsv").is_file()
 
 # Counts that tests add to and the terminal summary prints ("bodies round-tripped: 12").
 COUNTS: Counter[str] = Counter()
+# Figures the summary prints as the largest any test saw (summed counts do not add up so).
+LARGEST: dict[str, int] = {}
+
+
+def note_largest(key: str, value: int) -> None:
+    """Keep ``value`` for the summary's ``key`` if it is the largest seen."""
+    LARGEST[key] = max(LARGEST.get(key, value), value)
 
 
 def fixture_paths(pattern: str, *, exclude: str | None = None) -> list[Path]:
