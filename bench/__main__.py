@@ -25,6 +25,11 @@ def main(argv: list[str]) -> int:
         if "--" in argv
         else (argv, "", [])
     )
+    options = [n for n in names if n.startswith("-")]
+    if options:
+        # Not a bench's name: without this, ``stream --help`` ran the whole stream bench.
+        print(f"options go after --, e.g. python -m bench stream -- {' '.join(options)}")
+        return 2
     available = bench_modules()
     chosen = [m for m in available if not names or any(m.startswith(n) for n in names)]
     if not chosen:

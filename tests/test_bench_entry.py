@@ -43,6 +43,14 @@ def test_an_unknown_bench_name_lists_the_available_ones():
     assert "proxy_latency" in done.stdout
 
 
+def test_an_option_before_the_separator_runs_no_bench():
+    # ``stream --help`` once ran the whole stream bench, --help taken for a name.
+    done = run_bench("stream", "--help")
+    assert done.returncode == 2
+    assert "options go after --, e.g. python -m bench stream -- --help" in done.stdout
+    assert "== bench." not in done.stdout
+
+
 def test_arguments_after_the_separator_reach_the_bench():
     # --only with no matching target: the fuzz bench parses it and runs nothing.
     done = run_bench("fuzz", "--", "--only", "no-such-target")
