@@ -363,3 +363,58 @@ def test_a_frame_that_is_not_json_is_a_typed_error(decoder_class: type) -> None:
 def test_text_deltas_count_per_block() -> None:
     events = decode("openai_chat", chat(_chunk({"content": "a"}), _chunk({"content": "b"})))
     assert [e.seq for e in events if isinstance(e, TextDelta)] == [0, 1]
+
+
+_PATHS = ["$.a", "$['a']", "$.notes", "$.notes[0]", "$.notes[1]", "$.n.deep[2]", "$.n"]
+_VALUES = {
+    "stringValue": st.text(max_size=3),
+    "string_value": st.text(max_size=3),
+    "numberValue": st.sampled_from([1, 2.0, 2.5]),
+    "boolValue": st.booleans(),
+    "nullValue": st.none(),
+}
+_PARTIAL_ENTRY = st.builds(
+    lambda path_key, path, kind, value, going: {
+        path_key: path,
+        kind: value,
+        **({} if going is None else {going[0]: going[1]}),
+    },
+    st.sampled_from(["jsonPath", "json_path"]),
+    st.sampled_from(_PATHS),
+    st.sampled_from(sorted(_VALUES)),
+    st.one_of(*_VALUES.values()),
+    st.one_of(
+        st.none(),
+        st.tuples(st.sampled_from(["willContinue", "will_continue"]), st.sampled_from([True, 1])),
+    ),
+)
+
+
+def _applied(entries: list[dict[str, Any]], walk_every_time: bool) -> Any:
+    from turngate.adapters.gemini.stream import _apply_partial
+
+    streaming: dict[str, Any] = {"args": {}, "open": None, "open_at": None}
+    for entry in entries:
+        if walk_every_time:
+            streaming["open_at"] = None  # never the shortcut for a continued string
+        try:
+            _apply_partial(streaming, entry)
+        except UpstreamProtocolError as error:
+            return ("raised", str(error), streaming["args"])
+    return (streaming["args"], streaming["open"])
+
+
+# More of the string at ``$.notes[1]``: the entry the shortcut takes when the one before
+# left that string open.
+_CONTINUED = st.builds(
+    lambda text, going: {"jsonPath": "$.notes[1]", "stringValue": text, **going},
+    st.text(max_size=2),
+    st.sampled_from([{"willContinue": True}, {"will_continue": True}, {}]),
+)
+
+
+@given(st.lists(st.one_of(_CONTINUED, _PARTIAL_ENTRY), max_size=30))
+def test_gemini_continued_strings_append_as_walking_their_path_does(
+    entries: list[dict[str, Any]],
+) -> None:
+    assert _applied(entries, walk_every_time=False) == _applied(entries, walk_every_time=True)

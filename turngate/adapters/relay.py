@@ -369,8 +369,12 @@ class StreamRelay:
         if held is None:
             return None
         out: list[bytes] = []
-        if held[0] is not None:
-            self._feed_events([held[0]], generation, out)
+        usage = held[0]
+        # Nearly every chunk repeats the usage of the one before: nothing to take or write.
+        if usage is not None and not (
+            self.assembler.takes_usage_again(usage.usage) and self.encoder.writes_nothing(usage)
+        ):
+            self._feed_events([usage], generation, out)
         self.quick = not out
         return b"".join(out)
 

@@ -48,6 +48,7 @@ from turngate.graph.events import (
     Native,
     ResponseStart,
     StreamEvent,
+    UsageEvent,
     event_class,
 )
 
@@ -499,6 +500,11 @@ class StreamEncoder:
                 return self.encode_failure(output.error)
             case _:
                 assert_never(output)
+
+    def writes_nothing(self, event: UsageEvent) -> bool:
+        """Whether ``encode`` of a ``Preview`` of ``event`` (not its block's first) would
+        write nothing and change nothing. False when not known."""
+        return False
 
     def encode_failure(self, error: TurngateError) -> bytes:
         """Retraction marks for what was previewed, then the API's own error event."""

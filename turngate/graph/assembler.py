@@ -263,6 +263,18 @@ class StreamAssembler:
             block.joined += 1
         return True
 
+    def takes_usage_again(self, usage: Usage) -> bool:
+        """Whether ``feed`` of a ``UsageEvent`` of ``usage`` would change nothing here: the
+        same report as the last taken (Gemini repeats one on every chunk), while streaming,
+        after something was relayed. Its one output, a ``Preview``, is then the encoder's
+        to write or not."""
+        return (
+            self.state is A.STREAMING
+            and self.relayed
+            and usage is self._usage_taken
+            and self.usage is self._usage_merged
+        )
+
     def whole_text(
         self, index: int, text: str, usage: Usage | None, start_of: Callable[[int], BlockStart]
     ) -> bool:

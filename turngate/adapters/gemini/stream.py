@@ -332,7 +332,10 @@ class GeminiStreamDecoder:
                 "id": start.call_id,
                 "args": {},
                 "part": extras,
+                # The path of the string the last entry left open, and (when that entry
+                # named it in camelCase) its text and where the string sits.
                 "open": None,
+                "open_at": None,
             }
             if isinstance(partial, list):
                 for arg in partial:
@@ -495,17 +498,36 @@ def _text(part: Any) -> str | None:
 
 def _apply_partial(streaming: dict[str, Any], arg: Any) -> None:
     """Set one ``partialArgs`` value at its JSON path; continued strings are appended."""
+    at = streaming["open_at"]
+    if at is not None and type(arg) is dict and arg.get("jsonPath") == at[0]:
+        # More of the string the last entry left open, at the same path as written: nothing
+        # was assigned since (every other entry clears ``open_at``), so the string is still
+        # where that entry put it. Nearly every chunk of a streamed argument is one of these.
+        value = arg.get("stringValue") if "stringValue" in arg else None
+        if type(value) is str:
+            node, last = at[1], at[2]
+            node[last] += value
+            going = arg["willContinue"] if "willContinue" in arg else arg.get("will_continue")
+            if going is not True:
+                streaming["open"] = streaming["open_at"] = None
+            return
+    streaming["open_at"] = None
     if not isinstance(arg, dict) or not isinstance(_get(arg, "jsonPath"), str):
         raise UpstreamProtocolError("gemini partialArgs entry without a jsonPath")
     path = _json_path(_get(arg, "jsonPath"))
     if "stringValue" in arg or "string_value" in arg:
-        value: Any = _get(arg, "stringValue")
+        value = _get(arg, "stringValue")
         if not isinstance(value, str):
             raise UpstreamProtocolError("gemini partialArgs stringValue is not a string")
         if streaming["open"] == path:
             value = _lookup(streaming["args"], path) + value
-        streaming["open"] = path if _get(arg, "willContinue") is True else None
-    elif "numberValue" in arg or "number_value" in arg:
+        going = _get(arg, "willContinue") is True
+        streaming["open"] = path if going else None
+        node = _assign(streaming["args"], path, value)
+        if going and "jsonPath" in arg:
+            streaming["open_at"] = (arg["jsonPath"], node, path[-1])
+        return
+    if "numberValue" in arg or "number_value" in arg:
         value = _get(arg, "numberValue")
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -551,7 +573,8 @@ def _lookup(root: Any, path: tuple[str | int, ...]) -> str:
     return root
 
 
-def _assign(root: dict[str, Any], path: tuple[str | int, ...], value: Any) -> None:
+def _assign(root: dict[str, Any], path: tuple[str | int, ...], value: Any) -> Any:
+    """Put ``value`` at ``path``; the container it went into."""
     node: Any = root
     for step, following in itertools.pairwise(path):
         child_default: Any = [] if isinstance(following, int) else {}
@@ -564,6 +587,7 @@ def _assign(root: dict[str, Any], path: tuple[str | int, ...], value: Any) -> No
         node[last] = value
     else:
         raise UpstreamProtocolError("gemini partialArgs jsonPath does not fit the arguments")
+    return node
 
 
 def _child(node: Any, step: str | int, default: Any) -> Any:
@@ -615,6 +639,10 @@ class GeminiStreamEncoder(StreamEncoder):
                 return self._data({"usageMetadata": event.native, **self._envelope})
             case _:
                 return super().render(event)
+
+    def writes_nothing(self, event: UsageEvent) -> bool:
+        """A usage ``render`` would not write: the one written last."""
+        return event.raw is None and (event.native is self._usage or event.native == self._usage)
 
     def commit_held(self, commit: Commit) -> bytes:
         if commit.stop.final is None:
