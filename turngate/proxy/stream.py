@@ -274,8 +274,16 @@ class StreamSession:
                     if relay.quick and previews:
                         # More text of previewed blocks or more held arguments, nothing
                         # else (no failure, end or handle, nothing held released): written,
-                        # without the step's checks.
-                        await self._write(out)
+                        # without the step's checks (and, once the response is under way,
+                        # without ``_write``'s coroutine: this is nearly every chunk).
+                        response = self.response
+                        if out and response is not None and not self.keeps_copy:
+                            try:
+                                await response.write(out)
+                            except ConnectionResetError as exc:
+                                raise ClientGone from exc
+                        elif out:
+                            await self._write(out)
                         stop = None
                     else:
                         stop = await self._settle(owner, chunk, out)
@@ -285,7 +293,7 @@ class StreamSession:
                 # Not kept while the next read waits: a held stream costs its state only.
                 del chunk
                 if watch is not None:
-                    watch.waiting_since = watch.loop.time()
+                    watch.waiting_since = watch.clock()
         except TRANSPORT_ERRORS as exc:
             received = _arrived(upstream, received)
             log.info("upstream stream broke (%s) after %d bytes", type(exc).__name__, received)

@@ -10,6 +10,7 @@ has already decompressed it).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -205,6 +206,10 @@ class IdleWatch:
         self, upstream: aiohttp.ClientResponse, timeout: float, loop: asyncio.AbstractEventLoop
     ) -> None:
         self.loop = loop
+        # The loop's clock, read after every chunk: asyncio's own loop reads
+        # ``time.monotonic``, called here without the method's Python frame.
+        plain = getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time
+        self.clock: Callable[[], float] = time.monotonic if plain else loop.time
         self.waiting_since = loop.time()
         self._upstream = upstream
         self._timeout = timeout
@@ -252,7 +257,7 @@ async def _relay_response(
                 watch.waiting_since = RELAYING
             await response.write(chunk)
             if watch is not None:
-                watch.waiting_since = watch.loop.time()
+                watch.waiting_since = watch.clock()
     except (TimeoutError, aiohttp.ClientError):
         # Cut the client off instead of ending the body cleanly: a truncated body must
         # not look complete.
