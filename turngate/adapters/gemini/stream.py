@@ -332,8 +332,9 @@ class GeminiStreamDecoder:
                 "id": start.call_id,
                 "args": {},
                 "part": extras,
-                # The path of the string the last entry left open, and (when that entry
-                # named it in camelCase) its text and where the string sits.
+                # The path of the string the last entry left open; and, when that entry
+                # wrote its ``jsonPath`` in camelCase, that text and the container the
+                # string sits in (``_apply_partial``'s shortcut).
                 "open": None,
                 "open_at": None,
             }
