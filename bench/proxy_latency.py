@@ -46,6 +46,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from bench._options import bench_options
 from bench.graph_roundtrip import tool_heavy_request
 
 CHAT = "/v1/chat/completions"
@@ -428,13 +429,16 @@ def main(argv: list[str] | None = None) -> None:
         run_upstream(int(args[1]))
     elif args and args[0] == "bare":
         run_bare(int(args[1]), args[2])
-    elif "--telemetry" in args:
-        # Tracing and metrics on vs off through turngate itself (bench/telemetry_proxy.py).
-        from bench.telemetry_proxy import main as telemetry_main
-
-        telemetry_main(args)
     else:
-        asyncio.run(run(quick="--quick" in args))
+        telemetry = ("--telemetry", "tracing and metrics on vs off instead")
+        options = bench_options("bench.proxy_latency", args, telemetry)
+        if options.telemetry:
+            # Through turngate itself (bench/telemetry_proxy.py).
+            from bench.telemetry_proxy import main as telemetry_main
+
+            telemetry_main(args)
+        else:
+            asyncio.run(run(quick=options.quick))
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from multidict import CIMultiDict
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
+from bench._options import bench_options
 from bench.proxy_latency import free_port, wait_ready
 from turngate.telemetry import DispatchLine, configure_dispatch_log, log_dispatch
 from turngate.telemetry.config import TelemetryConfig
@@ -347,7 +348,7 @@ def main() -> None:
     elif args and args[0] == "sink":
         run_sink(int(args[1]))
     else:
-        asyncio.run(run(quick="--quick" in args))
+        asyncio.run(run(quick=bench_options("bench.telemetry_overhead", args).quick))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import subprocess
 import sys
 from statistics import median
 
+from bench._options import bench_options
 from bench.proxy_latency import CHAT, body_of, free_port, throughput, wait_ready
 
 SERVE_CORE, LOAD_CORE = 1, 0
@@ -109,7 +110,9 @@ async def run(quick: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    asyncio.run(run(quick="--quick" in args))
+    # ``--telemetry``: how bench.proxy_latency hands this bench its arguments.
+    telemetry = ("--telemetry", "(this bench: tracing and metrics on vs off)")
+    asyncio.run(run(quick=bench_options("bench.telemetry_proxy", args, telemetry).quick))
 
 
 if __name__ == "__main__":

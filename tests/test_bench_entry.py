@@ -51,6 +51,14 @@ def test_an_option_before_the_separator_runs_no_bench():
     assert "== bench." not in done.stdout
 
 
+def test_the_proxy_bench_refuses_a_flag_it_does_not_know():
+    # It once ran its four minutes for any flag, --help included.
+    done = run_bench("proxy", "--", "--no-such-flag")
+    assert done.returncode != 0
+    assert "unrecognized arguments: --no-such-flag" in done.stderr
+    assert "body 10 KB" not in done.stdout
+
+
 def test_arguments_after_the_separator_reach_the_bench():
     # --only with no matching target: the fuzz bench parses it and runs nothing.
     done = run_bench("fuzz", "--", "--only", "no-such-target")
