@@ -157,14 +157,7 @@ class SSEDecoder:
         ``\n`` (one ``data:`` line, maybe after an ``event:`` line: what a caller may know
         another way, see ``FrameTemplate.framed``) would be returned by ``feed`` as that one
         frame, with no state changed."""
-        # ``_between_frames``, without its call: this runs for every chunk of a stream.
-        return (
-            self._started
-            and not self._buf
-            and not self._closed
-            and size - 2 <= self.max_line
-            and size <= self.max_frame
-        )
+        return self._between_frames() and size - 2 <= self.max_line and size <= self.max_frame
 
     def _between_frames(self) -> bool:
         # Past the input's start, not closed, nothing of a frame held: the next byte read
