@@ -328,15 +328,20 @@ def test_explicit_mark_events_when_asked(api: str) -> None:
     if not found:
         pytest.skip("recorded fixtures ABSENT: no recorded tool-call stream to relay")
     path = found[0]
-    out, outcome = relay(api, path.read_bytes(), marks="events")
+    marked = StreamRelay(api, marks="events")  # type: ignore[arg-type]
+    out = marked.feed(path.read_bytes())
+    tail, outcome = marked.finish()
+    out += tail
     assert isinstance(outcome, AssistantTurn)
+    # Every block the turn was assembled from (the turn itself joins adjacent plain text).
+    blocks = marked.assembler.committed
     sse = SSEDecoder()
     frames = sse.feed(out) + sse.close()
     commits = [orjson.loads(f.data) for f in frames if f.event == "turngate.commit"]
-    assert [c["block"] for c in commits] == [b.id for b in outcome.blocks]
+    assert [c["block"] for c in commits] == [b.id for b in blocks]
     previews = [f for f in frames if f.event == "turngate.preview"]
     previewed_kinds = {"text", "reasoning", "refusal"}
-    assert len(previews) == sum(b.kind in previewed_kinds for b in outcome.blocks)
+    assert len(previews) == sum(b.kind in previewed_kinds for b in blocks)
     assert not re.search(rb"(^|\n): turngate", out)
 
 

@@ -8,8 +8,9 @@ event-level faults over every recording.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 import pytest
@@ -52,9 +53,10 @@ from turngate.graph.events import (
     TurnEnd,
     UsageEvent,
 )
-from turngate.graph.model import ToolCallBlock, UnknownBlock
+from turngate.graph.history import turn_digest
+from turngate.graph.model import AnyBlock, TextBlock, ToolCallBlock, UnknownBlock
 from turngate.graph.schema_check import SchemaCache, tool_schemas
-from turngate.graph.turn import AssistantTurn, Usage
+from turngate.graph.turn import AssistantTurn, Usage, semantic_digest_of
 
 ALL_STREAMS = fixture_params("*/*.sse")
 
@@ -172,6 +174,23 @@ def _whole_gemini_part(parts: list[Any], part: dict[str, Any]) -> dict[str, Any]
     return None
 
 
+def _text_runs_joined(blocks: tuple[AnyBlock, ...]) -> list[AnyBlock]:
+    """What a canonical turn keeps of ``blocks``: each run of adjacent text blocks with no
+    attributes of their own as one block (a Gemini reading has a part per streamed chunk)."""
+    joined: list[AnyBlock] = []
+    for block in blocks:
+        last = joined[-1] if joined else None
+        if _plain(block) and last is not None and _plain(last):
+            joined[-1] = dataclasses.replace(last, text=last.text + block.text)
+        else:
+            joined.append(block)
+    return joined
+
+
+def _plain(block: AnyBlock) -> TypeGuard[TextBlock]:
+    return isinstance(block, TextBlock) and not block.attrs and block.trust == "untrusted"
+
+
 @pytest.mark.parametrize("path", ALL_STREAMS)
 def test_recorded_stream_gives_the_turn_the_sdk_reads(path: Path) -> None:
     api, data = api_of(path), path.read_bytes()
@@ -183,8 +202,10 @@ def test_recorded_stream_gives_the_turn_the_sdk_reads(path: Path) -> None:
         COUNTS["recorded streams ending in an upstream error (no turn)"] += 1
         return
     assert isinstance(turn, AssistantTurn), turn
-    assert [b.kind for b in turn.blocks] == [b.kind for b in expected.blocks]
-    assert turn.semantic_digest == expected.semantic_digest
+    reading = _text_runs_joined(expected.blocks)
+    assert [b.kind for b in turn.blocks] == [b.kind for b in reading]
+    assert turn.semantic_digest == semantic_digest_of(reading)
+    assert turn_digest(turn.blocks) == turn_digest(expected.blocks)
     assert (turn.handle, turn.stop_reason, turn.usage) == (
         expected.handle,
         expected.stop_reason,
@@ -584,7 +605,37 @@ def test_text_blocks_taken_whole_are_what_feed_makes_of_them(ending: str) -> Non
         )
     assert results[0] == results[1]
     if ending == "turn":
-        assert [b[3]["text"] for b in results[0][4]] == texts
+        # One block of the joined text, where the stream had a block per chunk.
+        assert [(b[0], b[1], b[3]["text"]) for b in results[0][4]] == [("g1.b0", 0, "abc")]
+
+
+def test_a_turn_joins_adjacent_plain_text_and_keeps_what_a_client_sends_back() -> None:
+    """Runs of plain text blocks (taken whole or fed) become one block each, split by a
+    call and by text with attributes; the digest a conversation compares is unchanged."""
+    assembler = StreamAssembler(api="gemini", eof_terminates=True)
+    for event in (START, *text(0, "Hel", "lo"), *text(1, " wor")):
+        assembler.feed(event)
+    assert assembler.whole_text(2, "ld", None, _whole_start)
+    for event in call(3, ['{"city": "Paris"}']):
+        assembler.feed(event)
+    assert assembler.whole_text(4, "after", None, _whole_start)
+    signed = BlockStart(5, "text", native_type="text", attrs={"thoughtSignature": "s"})
+    for event in (signed, TextDelta(5, " signed", seq=0), BlockStop(5)):
+        assembler.feed(event)
+    assert assembler.whole_text(6, " tail", None, _whole_start)
+    per_chunk = list(assembler.committed)
+    assembler.feed(TurnEnd("STOP"))
+    turn = assembler.finish()
+    assert isinstance(turn, AssistantTurn)
+    assert [(b.id, b.kind, getattr(b, "text", None)) for b in turn.blocks] == [
+        ("g1.b0", "text", "Hello world"),
+        ("g1.b3", "tool_call", None),
+        ("g1.b4", "text", "after"),
+        ("g1.b5", "text", " signed"),
+        ("g1.b6", "text", " tail"),
+    ]
+    assert len(per_chunk) == 7  # a failure still retracts every previewed block by its id
+    assert turn_digest(turn.blocks) == turn_digest(per_chunk)
 
 
 def test_a_text_block_is_taken_whole_only_while_streaming_and_new() -> None:

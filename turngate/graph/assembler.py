@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, TypeGuard, assert_never
 
 from turngate.errors import TurngateError
 from turngate.graph.capabilities import Capabilities
@@ -377,6 +377,42 @@ class StreamAssembler:
             built[index] = self._whole_block(index, text)
         return [built[i] for i in sorted(built)]
 
+    def _turn_blocks(self) -> tuple[AnyBlock, ...]:
+        """``committed`` for the canonical turn, each run of adjacent plain text blocks (no
+        attributes of their own: what ``whole_text`` takes) made one block of their joined
+        text, with the id and order of the run's first. A turn is kept and compared by its
+        digest, which joins adjacent text (graph/history.py), so the one block says what
+        the run does; a Gemini stream of 500 text chunks then builds one block at its end,
+        not 500. ``committed`` keeps a block per index: a failure retracts each previewed
+        block by its own id."""
+        whole = self._whole
+        pieces: dict[int, str | AnyBlock] = {
+            i: b.block for i, b in self._blocks.items() if b.block is not None
+        }
+        pieces.update(whole)
+        blocks: list[AnyBlock] = []
+        run: list[tuple[int, str | TextBlock]] = []
+        for index in sorted(pieces):
+            piece = pieces[index]
+            if isinstance(piece, str) or _plain_text(piece):
+                run.append((index, piece))
+                continue
+            self._close_run(run, blocks)
+            run = []
+            blocks.append(piece)
+        self._close_run(run, blocks)
+        return tuple(blocks)
+
+    def _close_run(self, run: list[tuple[int, str | TextBlock]], blocks: list[AnyBlock]) -> None:
+        if not run:
+            return
+        first, piece = run[0]
+        if len(run) == 1 and not isinstance(piece, str):
+            blocks.append(piece)
+            return
+        texts = [p if isinstance(p, str) else p.text for _i, p in run]
+        blocks.append(self._whole_block(first, "".join(texts)))
+
     # --- dispatch -----------------------------------------------------------------------
 
     def _dispatch(self, event: StreamEvent) -> list[Output]:
@@ -544,7 +580,7 @@ class StreamAssembler:
         self._turn = AssistantTurn(
             handle=self.handle,
             model=self.model,
-            blocks=tuple(self.committed),
+            blocks=self._turn_blocks(),
             stop_reason=self.stop_reason,
             usage=self.usage,
         )
@@ -695,3 +731,8 @@ def _merge_usage(old: Usage | None, new: Usage) -> Usage:
         output_tokens=new.output_tokens if new.output_tokens is not None else old.output_tokens,
         total_tokens=new.total_tokens if new.total_tokens is not None else old.total_tokens,
     )
+
+
+def _plain_text(block: AnyBlock) -> TypeGuard[TextBlock]:
+    """A text block as ``_whole_block`` builds it: joined with its neighbours in a turn."""
+    return type(block) is TextBlock and not block.attrs and block.trust == "untrusted"
