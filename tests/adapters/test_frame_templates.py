@@ -26,6 +26,7 @@ from tests.fixtures_dir import fixture_params
 from turngate.adapters.relay import StreamRelay
 from turngate.adapters.sse import MarkStyle
 from turngate.adapters.template import PAD, Hole, cut
+from turngate.errors import TurngateError
 from turngate.graph.turn import AssistantTurn
 
 # What an envelope string may hold: quotes, backslashes, keys the templates look for.
@@ -276,7 +277,7 @@ def _relays(shape: str, marks: MarkStyle | None = None) -> tuple[StreamRelay, St
 
 
 def _text_of(relayed: list[Any]) -> str:
-    """The text of the turn ``_relayed`` ended with (Gemini: a block per chunk); of a call,
+    """The text of the turn ``_relayed`` ended with (its text blocks joined); of a call,
     its notes."""
     blocks = relayed[-2]
     if blocks and "arguments" in blocks[0]:
@@ -315,7 +316,8 @@ def _stream(shape: Shape, env: dict[str, Any], texts: list[str], le: bytes) -> l
 
 
 def _template_reads(relay: StreamRelay, reads: list[bytes], monkeypatch: pytest.MonkeyPatch) -> int:
-    """How many of ``reads`` the relay's decoder took through its template."""
+    """How many of ``reads`` the relay's decoder took through its template: one at a time,
+    or as a run of more text (``took_text``)."""
     taken: list[int] = []
     decoder = type(relay._live[1])
     name = "quick_block" if hasattr(decoder, "quick_block") else "quick_frame"
@@ -328,8 +330,17 @@ def _template_reads(relay: StreamRelay, reads: list[bytes], monkeypatch: pytest.
 
     with monkeypatch.context() as patch:
         patch.setattr(decoder, name, counted)
+        took = getattr(decoder, "took_text", None)
+        if took is not None:
+
+            def took_counted(self: Any, index: int, pieces: list[str]) -> int:
+                taken.extend([True] * len(pieces))
+                return int(took(self, index, pieces))
+
+            patch.setattr(decoder, "took_text", took_counted)
         for read in reads:
             relay.feed(read)
+        relay.finish()
     return sum(taken)
 
 
@@ -455,6 +466,63 @@ def test_frames_queued_in_one_read_relay_as_in_full(
     if size is None:
         # Each text frame of the one read after those that cut the template.
         assert fits == len(texts) - SHAPES[api].in_full
+
+
+@pytest.mark.parametrize("api", ["openai_chat", "anthropic"])
+@pytest.mark.parametrize("ending", ["fail", "restart", "late", "cut", "truncated"])
+def test_a_run_of_text_frames_ended_by_anything_relays_as_in_full(api: str, ending: str) -> None:
+    """Frames of more text read as a run (``StreamRelay._end_run`` hands them over later)
+    give what reading each in full gives, whatever ends the run: the store failing the
+    attempt, a retry taking over, an old generation's bytes, a frame cut in two, the
+    connection's end."""
+    env = {"id": "r", "model": "m", "item": "i", "obfuscation": "xy"}
+    texts = ["one", "two", "three", "four", "five"]
+    if api == "anthropic":
+        reads = _stream(SHAPES[api], env, texts, b"\n")
+        at = len(SHAPES[api].opening(env, b"\n")) + 3  # the run holds two pieces here
+    else:
+        reads = _chat_stream(texts)
+        at = 4
+    outcomes = []
+    for relay in _relays(api):
+        out = [relay.feed(read) for read in reads[:at]]
+        assert (relay._run is not None) is relay._templates
+        rest = reads[at:]
+        if ending == "fail":
+            out.append(relay.fail(TurngateError("refused", rule="state_conflict")))
+        elif ending == "restart":
+            out.append(relay.restart(2))
+            out.append(relay.feed(reads[at], generation=1))
+        elif ending == "late":
+            out.append(relay.feed(reads[0], generation=0))
+        elif ending == "cut":
+            out += [relay.feed(rest[0][:5]), relay.feed(rest[0][5:])]
+            rest = rest[1:]
+        if ending in ("late", "cut"):
+            out += [relay.feed(read) for read in rest]
+        tail, outcome = relay.finish()
+        turn = outcome.blocks if isinstance(outcome, AssistantTurn) else outcome.rule
+        retracted = [] if isinstance(outcome, AssistantTurn) else outcome.retracted
+        outcomes.append((out, tail, turn, retracted, relay.assembler.duplicates))
+    assert outcomes[0] == outcomes[1]
+    if ending in ("late", "cut"):
+        assert "".join(block.text for block in outcomes[0][2]) == "".join(texts)
+
+
+def _chat_stream(texts: list[str]) -> list[bytes]:
+    """A Chat stream's frames: the role, a chunk per text, the finish, ``[DONE]``."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [choice]}
+        return b"data: " + orjson.dumps({**body, "obfuscation": "abc"}) + b"\n\n"
+
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": text}) for text in texts),
+        chunk({}, "stop"),
+        b"data: [DONE]\n\n",
+    ]
 
 
 def test_an_anthropic_text_frame_after_its_block_stopped_is_refused_as_in_full() -> None:

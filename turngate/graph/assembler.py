@@ -234,6 +234,15 @@ class StreamAssembler:
             return False
         return self._keep(block, index, text, seq)
 
+    def preview_run(self, index: int, texts: list[str], seq: int) -> bool:
+        """``preview_more`` of each of ``texts`` in turn, numbered from ``seq``; False when
+        one was not taken (those before it were)."""
+        for text in texts:
+            if not self.preview_more(index, text, seq):
+                return False
+            seq += 1
+        return True
+
     def hold_args(self, index: int, fragment: str, seq: int, raw: bytes | None) -> bool:
         """``feed`` of ``ArgsDelta(index, fragment, seq, raw)`` for more arguments of a call
         (or a server tool's input) already started and not stopped, new by its sequence,

@@ -91,6 +91,22 @@ class AnthropicStreamDecoder:
         self._template_pieces.append(piece)
         return index, piece, seq, self._template_args
 
+    def text_run(self) -> tuple[int, FrameTemplate] | None:
+        """``TextRunDecoder.text_run``: the open block and its delta template, when the
+        block is text."""
+        template = self._template
+        if template is None or self._template_args:
+            return None
+        return self._template_block, template
+
+    def took_text(self, index: int, pieces: list[str]) -> int:
+        """``TextRunDecoder.took_text``: the pieces' sequence numbers taken, and the pieces
+        kept for the block's final object."""
+        seq = self._counts[index]
+        self._counts[index] = seq + len(pieces)
+        self._template_pieces.extend(pieces)
+        return seq
+
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
             return []

@@ -91,6 +91,17 @@ class ChatStreamDecoder:
         ``data`` line, so the SSE decoder need not look at it."""
         return self._take(self._frame_template, frame)
 
+    def text_run(self) -> tuple[int, FrameTemplate] | None:
+        """``TextRunDecoder.text_run``: the open text block and its whole-frame template."""
+        index, template = self._text, self._frame_template
+        return None if index is None or template is None else (index, template)
+
+    def took_text(self, index: int, pieces: list[str]) -> int:
+        """``TextRunDecoder.took_text``: the pieces' sequence numbers taken."""
+        seq = self._counts[index]
+        self._counts[index] = seq + len(pieces)
+        return seq
+
     def _take(self, template: FrameTemplate | None, data: bytes) -> QuickDelta | None:
         index = self._text
         if template is None or index is None:
