@@ -333,9 +333,10 @@ def _template_reads(relay: StreamRelay, reads: list[bytes], monkeypatch: pytest.
         took = getattr(decoder, "took_text", None)
         if took is not None:
 
-            def took_counted(self: Any, index: int, pieces: list[str]) -> int:
+            def took_counted(self: Any, index: int, pieces: list[str]) -> int | None:
                 taken.extend([True] * len(pieces))
-                return int(took(self, index, pieces))
+                first: int | None = took(self, index, pieces)
+                return first
 
             patch.setattr(decoder, "took_text", took_counted)
         for read in reads:
@@ -468,18 +469,20 @@ def test_frames_queued_in_one_read_relay_as_in_full(
         assert fits == len(texts) - SHAPES[api].in_full
 
 
-@pytest.mark.parametrize("api", ["openai_chat", "anthropic"])
-@pytest.mark.parametrize("ending", ["fail", "restart", "late", "cut", "truncated"])
+@pytest.mark.parametrize("api", ["openai_chat", "anthropic", "openai_responses"])
+@pytest.mark.parametrize("ending", ["fail", "restart", "late", "cut", "replayed", "truncated"])
 def test_a_run_of_text_frames_ended_by_anything_relays_as_in_full(api: str, ending: str) -> None:
     """Frames of more text read as a run (``StreamRelay._end_run`` hands them over later)
     give what reading each in full gives, whatever ends the run: the store failing the
-    attempt, a retry taking over, an old generation's bytes, a frame cut in two, the
-    connection's end."""
+    attempt, a retry taking over, an old generation's bytes, a frame cut in two, a frame
+    replayed, the connection's end."""
     env = {"id": "r", "model": "m", "item": "i", "obfuscation": "xy"}
     texts = ["one", "two", "three", "four", "five"]
-    if api == "anthropic":
+    # Cut after the third text frame: the first cuts the template, the second begins the
+    # run, the third is its first piece.
+    if api in SHAPES:
         reads = _stream(SHAPES[api], env, texts, b"\n")
-        at = len(SHAPES[api].opening(env, b"\n")) + 3  # the run holds two pieces here
+        at = len(SHAPES[api].opening(env, b"\n")) + 3
     else:
         reads = _chat_stream(texts)
         at = 4
@@ -498,14 +501,18 @@ def test_a_run_of_text_frames_ended_by_anything_relays_as_in_full(api: str, endi
         elif ending == "cut":
             out += [relay.feed(rest[0][:5]), relay.feed(rest[0][5:])]
             rest = rest[1:]
-        if ending in ("late", "cut"):
+        elif ending == "replayed":
+            # The run's last frame again (a Responses resume replays what it relayed).
+            out.append(relay.feed(reads[at - 1]))
+        out.append(relay.cursor)
+        if ending in ("late", "cut", "replayed"):
             out += [relay.feed(read) for read in rest]
         tail, outcome = relay.finish()
         turn = outcome.blocks if isinstance(outcome, AssistantTurn) else outcome.rule
         retracted = [] if isinstance(outcome, AssistantTurn) else outcome.retracted
         outcomes.append((out, tail, turn, retracted, relay.assembler.duplicates))
     assert outcomes[0] == outcomes[1]
-    if ending in ("late", "cut"):
+    if ending in ("late", "cut") or (ending == "replayed" and api == "openai_responses"):
         assert "".join(block.text for block in outcomes[0][2]) == "".join(texts)
 
 

@@ -77,18 +77,19 @@ class TemplateStreamDecoder(StreamDecoder, Protocol):
 
 
 class TextRunDecoder(TemplateStreamDecoder, Protocol):
-    """A template decoder whose frames of more text differ in their text alone (no
-    sequence number of the provider's in them): the relay reads a run of them with the
-    template only and hands their pieces over together (``StreamRelay._end_run``)."""
+    """A template decoder whose frames of more text differ in their text (and their
+    sequence number, where the provider numbers them) alone: the relay reads a run of them
+    with the template only and hands their pieces over together (``StreamRelay._end_run``)."""
 
     def text_run(self) -> tuple[int, FrameTemplate] | None:
         """The open text block's index and the whole-frame template ``quick_frame`` reads
         its next frame with; None when the open block is not text or has no template."""
         ...
 
-    def took_text(self, index: int, pieces: list[str]) -> int:
+    def took_text(self, index: int, pieces: list[str]) -> int | None:
         """Take ``pieces`` as ``quick_frame`` takes one frame's text each, in order; the
-        first one's sequence number."""
+        first one's sequence number, or None when the frames carry their own (Responses'
+        ``sequence_number``, read through the template's count)."""
         ...
 
 
@@ -250,7 +251,7 @@ class StreamRelay:
                 run = self._run
                 if run is not None:
                     read = run.template.read(data)
-                    if read is not None and read[0]:
+                    if read is not None and read[0] and self._numbered_in(run, read[1]):
                         run.pieces.append(read[0])
                         self.quick = True
                         return data
@@ -387,7 +388,23 @@ class StreamRelay:
         found = None if decoder is None else decoder.text_run()
         if found is not None:
             index, template = found
-            self._run = _TextRun(template, index, [])
+            self._run = _TextRun(template, index, [], [])
+
+    def _numbered_in(self, run: _TextRun, counts: tuple[int, ...]) -> bool:
+        """Whether a frame of ``run`` with these template counts goes in it: no count (the
+        decoder numbers it), or a sequence number past the resume cursor, which then moves
+        to it as ``_count`` moves it. False: a replay or a frame out of order, for the
+        frame-by-frame path to decide."""
+        if not counts:
+            return True
+        if not self._numbered:
+            return False
+        seq, cursor = counts[0], self.cursor
+        if cursor is not None and seq <= cursor:
+            return False
+        run.seqs.append(seq)
+        self.cursor = seq
+        return True
 
     def _end_run(self) -> None:
         """Hand the run's pieces to the decoder and the assembler as reading each frame on
@@ -400,8 +417,9 @@ class StreamRelay:
             return
         decoder = self._live_runs
         assert decoder is not None, "a run is begun only with a decoder that has them"
-        seq = decoder.took_text(run.index, run.pieces)
-        taken = self.assembler.preview_run(run.index, run.pieces, seq)
+        first = decoder.took_text(run.index, run.pieces)
+        seqs = run.seqs if first is None else range(first, first + len(run.pieces))
+        taken = self.assembler.preview_run(run.index, run.pieces, seqs)
         # Its block was previewed and streaming at its first frame, and nothing but the
         # run's own frames came since.
         assert taken, "a run of more text was not taken by the assembler"
@@ -648,8 +666,9 @@ class StreamRelay:
 class _TextRun:
     """Frames of more text of one previewed block (``index``), read through ``template``
     and relayed as they came; ``pieces``: their texts, not yet handed to the decoder and
-    the assembler."""
+    the assembler; ``seqs``: their sequence numbers where the frames carry them."""
 
     template: FrameTemplate
     index: int
     pieces: list[str]
+    seqs: list[int]

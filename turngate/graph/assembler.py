@@ -22,7 +22,7 @@ outputs and the failure rules are in ``stream_outputs`` (re-exported here).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, assert_never
 
@@ -234,13 +234,12 @@ class StreamAssembler:
             return False
         return self._keep(block, index, text, seq)
 
-    def preview_run(self, index: int, texts: list[str], seq: int) -> bool:
-        """``preview_more`` of each of ``texts`` in turn, numbered from ``seq``; False when
-        one was not taken (those before it were)."""
-        for text in texts:
+    def preview_run(self, index: int, texts: list[str], seqs: Sequence[int]) -> bool:
+        """``preview_more`` of each of ``texts`` in turn, with its number in ``seqs``; False
+        when one was not taken (those before it were)."""
+        for text, seq in zip(texts, seqs, strict=True):
             if not self.preview_more(index, text, seq):
                 return False
-            seq += 1
         return True
 
     def hold_args(self, index: int, fragment: str, seq: int, raw: bytes | None) -> bool:

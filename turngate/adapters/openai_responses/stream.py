@@ -95,6 +95,18 @@ class ResponsesStreamDecoder:
             return None
         return self._template_block, read[0], read[1][0], self._template_args
 
+    def text_run(self) -> tuple[int, FrameTemplate] | None:
+        """``TextRunDecoder.text_run``: the open content part and its delta template, when
+        it is text."""
+        template = self._template
+        if template is None or self._template_args:
+            return None
+        return self._template_block, template
+
+    def took_text(self, index: int, pieces: list[str]) -> None:
+        """``TextRunDecoder.took_text``: nothing to take, the frames carry their numbers."""
+        return
+
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
             return []
