@@ -247,22 +247,23 @@ class StreamRelay:
             sse = lane[0]
             # The paced chunk of a stream: the template read on the whole frame answers for
             # the SSE framing too.
-            if self._any_templates and sse.at_boundary(len(data)):
-                run = self._run
-                if run is not None:
+            whole = self._any_templates and sse.at_boundary(len(data))
+            run = self._run
+            if run is not None:
+                if whole:
                     read = run.template.read(data)
                     if read is not None and read[0] and self._numbered_in(run, read[1]):
                         run.pieces.append(read[0])
                         self.quick = True
                         return data
-                    self._end_run()
+                # Anything but more of the run's text: the run is handed over first.
+                self._end_run()
+            if whole:
                 out = self._through_template(data, generation)
                 if out is not None:
                     if self.quick and self._live_runs is not None:
                         self._begin_run()
                     return out
-            if self._run is not None:
-                self._end_run()
             decoder = self._live_data
             if decoder is not None:
                 payload = sse.single(data)
@@ -272,8 +273,7 @@ class StreamRelay:
                 if lines is not None:
                     return self._data_lines(lines, data, decoder.decode_data, generation)
         else:
-            if self._run is not None:
-                self._end_run()
+            self._end_run()
             lane = self._lane(generation)
         try:
             frames = lane[0].feed(data)

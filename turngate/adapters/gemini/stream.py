@@ -504,7 +504,7 @@ def _apply_partial(streaming: dict[str, Any], arg: Any) -> None:
         # More of the string the last entry left open, at the same path as written: nothing
         # was assigned since (every other entry clears ``open_at``), so the string is still
         # where that entry put it. Nearly every chunk of a streamed argument is one of these.
-        value = arg.get("stringValue") if "stringValue" in arg else None
+        value = arg.get("stringValue")
         if type(value) is str:
             node, last = at[1], at[2]
             node[last] += value

@@ -105,7 +105,6 @@ class ResponsesStreamDecoder:
 
     def took_text(self, index: int, pieces: list[str]) -> None:
         """``TextRunDecoder.took_text``: nothing to take, the frames carry their numbers."""
-        return
 
     def decode(self, frame: SSEFrame) -> list[StreamEvent]:
         if frame.truncated:
