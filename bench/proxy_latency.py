@@ -140,6 +140,8 @@ class Result:
     p50_ms: float
     p99_ms: float
     rps: float
+    # The proxy's CPU per request (us, /proc) during the 32-way load; None for direct.
+    busy_us: float | None = None
 
 
 async def latency(session: aiohttp.ClientSession, url: str, body: bytes, n: int) -> list[float]:
@@ -181,12 +183,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def measure(url: str, body: bytes, *, n: int, seconds: float) -> Result:
+async def measure(
+    url: str, body: bytes, *, n: int, seconds: float, pid: int | None = None
+) -> Result:
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
         await latency(session, url, body, max(20, n // 10))
         times = await latency(session, url, body, n)
+    cpu_before = cpu_seconds(pid) if pid is not None else 0.0
+    started = time.perf_counter()
     rps = await throughput(url, body, 32, seconds)
-    return Result(percentile(times, 0.5) * 1000, percentile(times, 0.99) * 1000, rps)
+    busy = None
+    if pid is not None:
+        requests = rps * (time.perf_counter() - started)
+        busy = (cpu_seconds(pid) - cpu_before) / requests * 1e6
+    return Result(percentile(times, 0.5) * 1000, percentile(times, 0.99) * 1000, rps, busy)
 
 
 def body_of(target_bytes: int) -> bytes:
@@ -249,16 +259,19 @@ async def run(quick: bool) -> None:
         results: dict[int, dict[str, list[Result]]] = {
             size: {name: [] for name in targets} for size in bodies
         }
-        for _ in range(rounds):
-            for size, body in bodies.items():
-                for name, url in targets.items():
-                    results[size][name].append(await measure(url, body, n=n, seconds=seconds))
         proxies = {
             "bare pass-through": processes[1],
             "turngate (sqlite)": processes[2],
             "turngate (memory)": processes[3],
             SYNC_NORMAL: processes[4],
         }
+        for _ in range(rounds):
+            for size, body in bodies.items():
+                for name, url in targets.items():
+                    pid = proxies[name].pid if name in proxies else None
+                    results[size][name].append(
+                        await measure(url, body, n=n, seconds=seconds, pid=pid)
+                    )
         cpu_rounds = 300 if not quick else 200
         serve_cpu: dict[int, dict[str, float]] = {size: {} for size in bodies}
         for size, body in bodies.items():
@@ -273,11 +286,12 @@ async def run(quick: bool) -> None:
                 + ", ".join(f"{name} {ms:.2f}" for name, ms in serve_cpu[size].items())
             )
             steps = breakdown(body)
-            steps["SQLite claim + COMMIT with SEND"] = await store_round_trips()
             print(
                 "turngate CPU per request, in process (us): "
                 + ", ".join(f"{name} {us:.0f}" for name, us in steps.items())
+                + f", SQLite claim + COMMIT with SEND {await store_round_trips():.0f}"
             )
+            print_budget(results[size], sum(steps.values()))
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -421,6 +435,43 @@ def report(size: int, rounds: dict[str, list[Result]]) -> None:
             f"throughput {median(share):.0%} [{min(share):.0%}-{max(share):.0%}] of bare "
             "(target >= 80%)"
         )
+
+
+def print_budget(rounds: dict[str, list[Result]], steps_us: float) -> None:
+    """What each target leaves turngate per request, against what the steps SPEC sections 3,
+    4 and 6 ask of every request (read and parse the body, label, validate, render, count
+    the tokens for admission, digest the sequence and the bytes) cost in process
+    on a warm cache (no aiohttp, store, telemetry): a target is within reach only when those
+    steps fit in what it leaves.
+
+    Throughput: at 80% of the bare pass-through's req/s, turngate's core may spend
+    1 / (0.8 x bare req/s) per request; the bare pass-through's own serving (its CPU per
+    request at 32 in flight, /proc) is the HTTP work turngate does too. Latency: 1.5x the
+    bare pass-through's added p50 leaves half of it above the bare pass-through's p50, and
+    at one request at a time the proxy's CPU is on the path.
+    """
+    bare = rounds["bare pass-through"]
+    wall = 1e6 / (0.8 * median(r.rps for r in bare))
+    serving = median(r.busy_us for r in bare if r.busy_us is not None)
+    added = median(b.p50_ms - d.p50_ms for b, d in zip(bare, rounds["direct"], strict=True))
+    for target, left in (
+        ("throughput 80%", wall - serving),
+        ("added p50 1.5x", 0.5 * added * 1000),
+    ):
+        verdict = "fit" if steps_us <= left else f"are {steps_us / max(left, 1):.1f}x it"
+        print(
+            f"{target}: leaves turngate {left:.0f} us per request above the bare "
+            f"pass-through's own work; turngate's steps in process take {steps_us:.0f} us "
+            f"({verdict})"
+        )
+    print(
+        "CPU per request at 32 in flight, /proc (us): "
+        + ", ".join(
+            f"{name} {median(r.busy_us for r in rs if r.busy_us is not None):.0f}"
+            for name, rs in rounds.items()
+            if name != "direct"
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
