@@ -16,6 +16,7 @@
 | --upstream-read-timeout| TURNGATE_UPSTREAM_READ_TIMEOUT| 600 (s between two upstream reads)   |
 | --replay-ttl           | TURNGATE_REPLAY_TTL          | 86400 (s a committed answer is replayed)|
 | --unknown-deadline     | TURNGATE_UNKNOWN_DEADLINE    | 600 (s from its start to settle UNKNOWN)|
+| --operation-ttl        | TURNGATE_OPERATION_TTL       | 604800 (s an operation is kept: 7 days)|
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class Settings:
     # Seconds after its manifest was created that an UNKNOWN attempt is taken to be over
     # (SETTLE), so its revision may be answered again.
     unknown_deadline: float = 600.0
+    # Seconds an operation (manifest, history) is kept after its claim, once not in flight;
+    # a conversation unchanged that long with no operation left goes too (every store).
+    operation_ttl: float = 7 * 24 * 3600.0
 
 
 # (flag, variable, attribute, type)
@@ -71,6 +75,7 @@ _OPTIONS: tuple[tuple[str, str, str, type], ...] = (
     ("--upstream-read-timeout", "TURNGATE_UPSTREAM_READ_TIMEOUT", "upstream_read_timeout", float),
     ("--replay-ttl", "TURNGATE_REPLAY_TTL", "replay_ttl", float),
     ("--unknown-deadline", "TURNGATE_UNKNOWN_DEADLINE", "unknown_deadline", float),
+    ("--operation-ttl", "TURNGATE_OPERATION_TTL", "operation_ttl", float),
 )
 
 
@@ -114,4 +119,11 @@ def settings_from_args(
     for attribute in ("replay_ttl", "unknown_deadline"):
         if float(values.get(attribute, 1.0)) <= 0:  # type: ignore[arg-type]
             raise SettingsError(f"{attribute} must be a positive number of seconds")
-    return Settings(**values)  # type: ignore[arg-type]
+    settings = Settings(**values)  # type: ignore[arg-type]
+    # A replayed answer, or an UNKNOWN attempt still blocking its revision, needs its operation.
+    if settings.operation_ttl < max(settings.replay_ttl, settings.unknown_deadline):
+        raise SettingsError(
+            f"operation_ttl ({settings.operation_ttl:g} s) must be at least replay_ttl "
+            f"({settings.replay_ttl:g} s) and unknown_deadline ({settings.unknown_deadline:g} s)"
+        )
+    return settings

@@ -62,6 +62,7 @@ NON_DEFAULT: dict[str, Any] = {
         "gemini": "https://gemini.internal.example",
     },
     "policy": {"config": {"routes": []}},
+    "state": {"operationTtl": 172800},
 }
 
 
@@ -81,6 +82,8 @@ def test_chart_defaults_are_serve_defaults() -> None:
     assert "TURNGATE_MODE" not in {e["name"] for e in container.get("env", [])}
     assert values["logLevel"] == defaults.log_level
     assert values["maxBodyBytes"] == defaults.max_body_bytes
+    # Shorter than serve's 7 days on purpose: the SQLite file's emptyDir has a size limit.
+    assert values["state"]["operationTtl"] == defaults.replay_ttl < defaults.operation_ttl
     assert values["upstreams"] == {
         "openai": defaults.upstream_openai,
         "anthropic": defaults.upstream_anthropic,
@@ -104,6 +107,7 @@ def test_serve_reads_every_rendered_setting() -> None:
         upstream_gemini="https://gemini.internal.example",
         max_body_bytes=1048576,
         log_level="debug",
+        operation_ttl=172800.0,
     )
     # The probes dial the port turngate listens on.
     for name, probe in iter_probes(container):

@@ -91,7 +91,11 @@ def create_app(
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         if any(policy.admission.enabled for policy in resolved.all_policies()):
             await asyncio.to_thread(load_encodings)
-        chosen = store if store is not None else open_store(settings.state)
+        chosen = (
+            store
+            if store is not None
+            else open_store(settings.state, operation_ttl=settings.operation_ttl)
+        )
         await chosen.open()
         recovered = await chosen.recover(now=clock())
         if recovered:

@@ -30,6 +30,7 @@ from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
 from turngate.state.manifest import DispatchManifest
 from turngate.state.store import (
     BLOCKING,
+    DEFAULT_OPERATION_TTL,
     LOST_AT_START,
     OperationRecord,
     check_client_key,
@@ -43,7 +44,9 @@ from turngate.state.store import (
 
 
 class MemoryStore:
-    def __init__(self) -> None:
+    def __init__(self, *, operation_ttl: float | None = DEFAULT_OPERATION_TTL) -> None:
+        # Seconds an operation is kept after its claim (None: for ever), as the other stores.
+        self.operation_ttl = operation_ttl
         self._lock = asyncio.Lock()
         self._open = False
         self._records: dict[str, OperationRecord] = {}
@@ -241,7 +244,52 @@ class MemoryStore:
                 del self._responses[op]
             for scope in keys:
                 del self._keys[scope]
-            return len(responses) + len(keys)
+            pruned = len(responses) + len(keys)
+            if self.operation_ttl is not None:
+                pruned += self._forget_before(now - self.operation_ttl)
+            return pruned
+
+    def _forget_before(self, before: float) -> int:
+        """What sqlite_retention.py deletes from the file: operations claimed before
+        ``before`` and no longer in flight, conversations unchanged since with no operation
+        left, and older log entries. Records keep their claim order (a transition replaces a
+        value in place), so the scan stops at the first young one."""
+        old: list[OperationRecord] = []
+        for record in self._records.values():
+            if record.history[0].at >= before:
+                break
+            if record.state not in IN_FLIGHT:
+                old.append(record)
+        for record in old:
+            operation_id = record.operation_id
+            del self._records[operation_id]
+            self._responses.pop(operation_id, None)
+            slot = claim_slot(record.manifest)
+            self._attempts[slot].remove(operation_id)
+            if not self._attempts[slot]:
+                del self._attempts[slot]
+            key = record.manifest.conversation_id
+            if key is not None:
+                ops = self._by_conversation[key]
+                ops.remove(operation_id)
+                if not ops:
+                    del self._by_conversation[key]
+        idle = [
+            key
+            for key, conversation in self._conversations.items()
+            if conversation.updated_at < before and key not in self._by_conversation
+        ]
+        for key in idle:
+            del self._conversations[key]
+        entries = 0
+        for kind in list(self._logs):
+            log = self._logs[kind]
+            while log and log[0][0] < before:
+                log.popleft()
+                entries += 1
+            if not log:
+                del self._logs[kind]
+        return len(old) + len(idle) + entries
 
     def _require_open(self) -> None:
         if not self._open:

@@ -148,7 +148,7 @@ class RedisStore(RedisConversations):
         self._settling: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_url(cls, url: str) -> RedisStore:
+    def from_url(cls, url: str, *, operation_ttl: float | None = 7 * DAY) -> RedisStore:
         """A store for ``--state redis://…``. turngate's own options ride in the query and
         are taken out before redis-py sees the URL: ``owner`` (a stable owner id, e.g. the
         pod name), ``lease_ttl`` (seconds), ``key_prefix``."""
@@ -156,7 +156,7 @@ class RedisStore(RedisConversations):
         query = parse_qsl(parts.query, keep_blank_values=True)
         ours = {k: v for k, v in query if k in _URL_OPTIONS}
         rest = urlencode([(k, v) for k, v in query if k not in _URL_OPTIONS])
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"operation_ttl": operation_ttl}
         if "owner" in ours:
             options["owner"] = ours["owner"]
         if "key_prefix" in ours:

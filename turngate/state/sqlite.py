@@ -40,6 +40,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import orjson
 
 from turngate.errors import StoreUnavailable
+from turngate.state import sqlite_retention as retention
 from turngate.state import sqlite_turns as turns
 from turngate.state.conversations import ClientKey, Conversation, StoredResponse
 from turngate.state.machine import IN_FLIGHT, DispatchState, Transition
@@ -49,7 +50,9 @@ from turngate.state.sqlite_sync import Level, StateConnection, Sync, sync_of, sy
 from turngate.state.sqlite_worker import Worker
 from turngate.state.store import (
     BLOCKING,
+    DEFAULT_OPERATION_TTL,
     LOST_AT_START,
+    PRUNE_BATCH,
     OperationRecord,
     StateChange,
     check_log_args,
@@ -68,10 +71,17 @@ ABANDONED_CLAIM = "claim abandoned: its caller was cancelled before anything was
 
 class SQLiteStore:
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0, sync: Sync = "full"
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        sync: Sync = "full",
+        operation_ttl: float | None = DEFAULT_OPERATION_TTL,
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
+        # Seconds an operation is kept after its claim (None: for ever); sqlite_retention.py.
+        self.operation_ttl = operation_ttl
         # "normal": no write waits for the disk (sqlite_sync.py).
         self.sync = sync_of(sync)
         self._worker: Worker | None = None
@@ -201,7 +211,31 @@ class SQLiteStore:
         return await self._run(turns.unknown_operations, _ACCESS, limit=limit)
 
     async def prune(self, *, now: float) -> int:
-        return await self._run(turns.prune, _ACCESS, now=now)
+        pruned = await self._run(turns.prune, _ACCESS, now=now)
+        if self.operation_ttl is None:
+            return pruned
+        before = now - self.operation_ttl
+        after: int | None = 0
+        while after is not None:
+            deleted, after = await self._run(
+                retention.prune_operations, _ACCESS, before=before, after=after, limit=PRUNE_BATCH
+            )
+            pruned += deleted
+        since: float | None = float("-inf")
+        while since is not None:
+            deleted, since = await self._run(
+                retention.prune_conversations,
+                _ACCESS,
+                before=before,
+                after=since,
+                limit=PRUNE_BATCH,
+            )
+            pruned += deleted
+        while deleted := await self._run(
+            retention.prune_logs, _ACCESS, before=before, limit=PRUNE_BATCH
+        ):
+            pruned += deleted
+        return pruned
 
     async def _run(
         self,

@@ -85,6 +85,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "cancel generation, attempt) serves its lookups, and each claim wrote both",
         ("DROP INDEX operations_by_conversation",),
     ),
+    Migration(
+        5,
+        "conversations by their last change: what outlived operation_ttl is found without a "
+        "scan of the table (sqlite_retention.py)",
+        ("CREATE INDEX conversations_by_update ON conversations (updated_at)",),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -38,6 +38,10 @@ from turngate.state.sqlite_sync import SYNCS, Sync, sync_of
 # cancel generation): bytes may be in flight, the outcome is not known, or the turn is
 # canonical. After FAILED or CANCELLED the next claim allocates the next attempt.
 BLOCKING: frozenset[DispatchState] = IN_FLIGHT | {DispatchState.UNKNOWN, DispatchState.COMMITTED}
+# How long an operation is kept after its claim (``--operation-ttl``), unless still in flight.
+DEFAULT_OPERATION_TTL = 7 * 24 * 3600.0
+# Operations one prune step deletes at most, in one transaction: claims wait for no longer.
+PRUNE_BATCH = 500
 # The history detail of the LOSE that ``recover`` records.
 LOST_AT_START = "in flight when the previous turngate process stopped"
 
@@ -295,7 +299,10 @@ class StateStore(Protocol):
         ...
 
     async def prune(self, *, now: float) -> int:
-        """Drop expired responses and client keys; how many went."""
+        """Drop expired responses and client keys, and what outlived ``operation_ttl``:
+        operations claimed that long ago and no longer in flight (with their history), the
+        conversations left without operations and unchanged that long, and log entries that
+        old. How many went (Redis expires its keys itself: 0 there)."""
         ...
 
 
@@ -309,21 +316,22 @@ def check_log_args(kind: str, *, keep: int | None = None, limit: int | None = No
         raise ValueError(f"cannot read {limit} entries")
 
 
-def open_store(url: str) -> StateStore:
-    """A store for ``--state``: ``sqlite:///path``, ``memory://`` or ``redis://…``."""
+def open_store(url: str, *, operation_ttl: float | None = DEFAULT_OPERATION_TTL) -> StateStore:
+    """A store for ``--state``: ``sqlite:///path``, ``memory://`` or ``redis://…``; each keeps
+    an operation ``operation_ttl`` seconds (None: forever)."""
     kind, sqlite = check_state_url(url)
     if kind == "memory":
         from turngate.state.memory import MemoryStore
 
-        return MemoryStore()
+        return MemoryStore(operation_ttl=operation_ttl)
     if sqlite is not None:
         from turngate.state.sqlite import SQLiteStore
 
         path, sync = sqlite
-        return SQLiteStore(path, sync=sync)
+        return SQLiteStore(path, sync=sync, operation_ttl=operation_ttl)
     from turngate.state.redis import RedisStore
 
-    store: StateStore = RedisStore.from_url(url)
+    store: StateStore = RedisStore.from_url(url, operation_ttl=operation_ttl)
     return store
 
 

@@ -124,6 +124,8 @@ chart's values) and Release:
 {{- end }}
 - name: TURNGATE_STATE
   value: {{ include "turngate.stateURL" . | quote }}
+- name: TURNGATE_OPERATION_TTL
+  value: {{ .Values.state.operationTtl | int64 | quote }}
 {{- if include "turngate.hasPolicy" . }}
 - name: TURNGATE_CONFIG
   value: {{ printf "%s/%s" (trimSuffix "/" .Values.policy.mountPath) .Values.policy.key | quote }}
