@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -69,6 +70,8 @@ ANSWER = orjson.dumps(
 PROXY_CORE, LOAD_CORE = 1, 0
 # The SQLite file opened with sync=normal: no write waits for the disk (docs/operations.md).
 SYNC_NORMAL = "turngate (sqlite, sync=normal)"
+# The bare pass-through running turngate's required steps on each body (required_steps).
+FLOOR = "floor: bare + required steps"
 
 
 # -- the three servers -----------------------------------------------------------------
@@ -84,8 +87,12 @@ def run_upstream(port: int) -> None:
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
-def run_bare(port: int, upstream: str) -> None:
+def run_bare(port: int, upstream: str, *, floor: bool = False) -> None:
+    """The bare pass-through; with ``floor``, it also runs on each body the steps every
+    request needs (``required_steps``) before it forwards it: what turngate would cost with
+    no store, manifest, telemetry or policy plumbing at all."""
     session_key = web.AppKey("session", aiohttp.ClientSession)
+    check = required_steps() if floor else None
 
     async def session_ctx(app: web.Application) -> Any:
         app[session_key] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
@@ -94,6 +101,8 @@ def run_bare(port: int, upstream: str) -> None:
 
     async def forward(request: web.Request) -> web.Response:
         body = await request.read()
+        if check is not None:
+            check(body)
         headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
         async with request.app[session_key].post(
             upstream + CHAT, data=body, headers=headers
@@ -210,7 +219,7 @@ def body_of(target_bytes: int) -> bytes:
 
 async def run(quick: bool) -> None:
     os.sched_setaffinity(0, {LOAD_CORE})
-    names = ("upstream", "bare", "turngate", "turngate-mem", "turngate-normal")
+    names = ("upstream", "bare", "floor", "turngate", "turngate-mem", "turngate-normal")
     ports = {name: free_port() for name in names}
     upstream = f"http://127.0.0.1:{ports['upstream']}"
     me = [sys.executable, "-m", "bench.proxy_latency"]
@@ -220,6 +229,7 @@ async def run(quick: bool) -> None:
     processes = [
         start([*me, "upstream", str(ports["upstream"])], LOAD_CORE),
         start([*me, "bare", str(ports["bare"]), upstream], PROXY_CORE),
+        start([*me, "floor", str(ports["floor"]), upstream], PROXY_CORE),
         start(
             [*serve, "--port", str(ports["turngate"]), "--state", f"sqlite://{state}"],
             PROXY_CORE,
@@ -240,12 +250,14 @@ async def run(quick: bool) -> None:
     try:
         await wait_ready(upstream + "/")
         await wait_ready(f"http://127.0.0.1:{ports['bare']}/")
+        await wait_ready(f"http://127.0.0.1:{ports['floor']}/")
         await wait_ready(f"http://127.0.0.1:{ports['turngate']}/healthz")
         await wait_ready(f"http://127.0.0.1:{ports['turngate-mem']}/healthz")
         await wait_ready(f"http://127.0.0.1:{ports['turngate-normal']}/healthz")
         targets = {
             "direct": upstream + CHAT,
             "bare pass-through": f"http://127.0.0.1:{ports['bare']}/openai{CHAT}",
+            FLOOR: f"http://127.0.0.1:{ports['floor']}/openai{CHAT}",
             "turngate (sqlite)": f"http://127.0.0.1:{ports['turngate']}/openai{CHAT}",
             "turngate (memory)": f"http://127.0.0.1:{ports['turngate-mem']}/openai{CHAT}",
             SYNC_NORMAL: f"http://127.0.0.1:{ports['turngate-normal']}/openai{CHAT}",
@@ -259,16 +271,12 @@ async def run(quick: bool) -> None:
         results: dict[int, dict[str, list[Result]]] = {
             size: {name: [] for name in targets} for size in bodies
         }
-        proxies = {
-            "bare pass-through": processes[1],
-            "turngate (sqlite)": processes[2],
-            "turngate (memory)": processes[3],
-            SYNC_NORMAL: processes[4],
-        }
+        proxies = dict(zip(targets, [None, *processes[1:]], strict=True))
         for _ in range(rounds):
             for size, body in bodies.items():
                 for name, url in targets.items():
-                    pid = proxies[name].pid if name in proxies else None
+                    process = proxies[name]
+                    pid = process.pid if process is not None else None
                     results[size][name].append(
                         await measure(url, body, n=n, seconds=seconds, pid=pid)
                     )
@@ -276,6 +284,8 @@ async def run(quick: bool) -> None:
         serve_cpu: dict[int, dict[str, float]] = {size: {} for size in bodies}
         for size, body in bodies.items():
             for name, process in proxies.items():
+                if process is None:
+                    continue
                 serve_cpu[size][name] = await process_cpu(
                     process.pid, targets[name], body, cpu_rounds
                 )
@@ -313,6 +323,45 @@ async def process_cpu(pid: int, url: str, body: bytes, n: int) -> float:
         started = cpu_seconds(pid)
         await latency(session, url, body, n)
         return (cpu_seconds(pid) - started) / n * 1000
+
+
+def required_steps() -> Callable[[bytes], None]:
+    """The steps SPEC sections 3, 4 and 6 ask of every Chat request, in turngate's own code,
+    as one call on the body's bytes: read and parse, label, validate (a refusal raises),
+    render and compare, count for admission, digest the sequence and the bytes."""
+    from turngate.adapters import get_adapter
+    from turngate.graph.codec import digest_bytes
+    from turngate.graph.validator import validate
+    from turngate.policies import trust
+    from turngate.policies.admission import admit
+    from turngate.policies.config import BUILTIN_POLICY
+    from turngate.policies.tokens import TokenCache, load_encodings
+    from turngate.proxy.body import decode_json
+
+    load_encodings()
+    adapter = get_adapter("openai_chat")
+    config, policy = BUILTIN_POLICY, BUILTIN_POLICY.defaults
+    tokens = TokenCache()
+
+    def check(body: bytes) -> None:
+        value = decode_json(body)
+        seq = trust.relabel(adapter.parse_request(value), policy.trust)
+        if not validate(seq, adapter.capabilities).ready:
+            raise ValueError("an invalid sequence")
+        if adapter.render_request(seq) != value:
+            raise ValueError("the graph did not render the body back")
+        admit(
+            value,
+            api="openai_chat",
+            model=seq.model,
+            max_output_tokens=None,
+            config=config,
+            policy=policy,
+            cache=tokens,
+        )
+        _ = seq.sequence_digest, digest_bytes(body)
+
+    return check
 
 
 def breakdown(body: bytes, rounds: int = 50) -> dict[str, float]:
@@ -420,7 +469,7 @@ def report(size: int, rounds: dict[str, list[Result]]) -> None:
             f"{median([r.p99_ms for r in rs]):9.2f}"
             f"{median(rps):9.0f} [{min(rps):.0f}-{max(rps):.0f}]"
         )
-    for name in ("turngate (sqlite)", "turngate (memory)", SYNC_NORMAL):
+    for name in (FLOOR, "turngate (sqlite)", "turngate (memory)", SYNC_NORMAL):
         added, bare_added, latency, share = [], [], [], []
         for direct, bare, ours in zip(
             rounds["direct"], rounds["bare pass-through"], rounds[name], strict=True
@@ -480,6 +529,8 @@ def main(argv: list[str] | None = None) -> None:
         run_upstream(int(args[1]))
     elif args and args[0] == "bare":
         run_bare(int(args[1]), args[2])
+    elif args and args[0] == "floor":
+        run_bare(int(args[1]), args[2], floor=True)
     else:
         telemetry = ("--telemetry", "tracing and metrics on vs off instead")
         options = bench_options("bench.proxy_latency", args, telemetry)
