@@ -3,12 +3,14 @@
 Run: .venv/bin/python -m bench proxy     (or: -m bench.proxy_latency [--quick])
      -m bench.proxy_latency --telemetry [--quick]: tracing and metrics on vs off instead
 
-Three processes, each started here: the fake upstream (a canned Chat completion), a bare
-aiohttp pass-through proxy (read the body, POST it upstream on a shared session, return
-the answer), and `turngate serve`. The two proxies are pinned to one core, the upstream
-and this load generator to the other (os.sched_setaffinity), and measured one at a time:
-direct to the upstream, through the bare proxy, through turngate (SQLite state, the
-default; memory://; SQLite with ``?sync=normal``, which waits for the disk on no write).
+Processes, each started here: the fake upstream (a canned Chat completion), a bare aiohttp
+pass-through proxy (read the body, POST it upstream on a shared session, return the
+answer), the floor (the same pass-through running on each body the steps every request
+needs, ``required_steps``), and `turngate serve`. The proxies are pinned to one core, the
+upstream and this load generator to the other (os.sched_setaffinity), and measured one at
+a time: direct to the upstream, through the bare proxy, through the floor, through turngate
+(SQLite state, the default; memory://; SQLite with ``?sync=normal``, which waits for the
+disk on no write).
 Bodies are valid tool-heavy Chat conversations of about 10 KB and 150 KB. Concurrency 1
 gives p50/p99 latency; concurrency 32 gives requests per second.
 
@@ -17,9 +19,11 @@ process, every thread: the SQLite store's worker included) over sequential reque
 honest figure, where the in-process breakdown per step leaves out aiohttp, telemetry, the
 store's thread hops and the upstream call.
 
-Printed ratios (targets from the issue): turngate's added p50 latency over the bare
-pass-through's added latency (<= 1.5x), and turngate's throughput at 32 over the bare
-pass-through's (>= 80%).
+Printed ratios (targets from the issue), for turngate and for the floor: the added p50
+latency over the bare pass-through's added latency (<= 1.5x), and the throughput at 32 over
+the bare pass-through's (>= 80%). Then what each target leaves turngate per request beside
+what the required steps cost in process (print_budget), and each proxy's CPU per request
+during the 32-way load.
 
 The machine is shared with other jobs, so the whole set runs in rounds (3, or 2 with
 --quick), every target once per round, in turn: a figure is the median over rounds and the
