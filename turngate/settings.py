@@ -17,6 +17,7 @@
 | --replay-ttl           | TURNGATE_REPLAY_TTL          | 86400 (s a committed answer is replayed)|
 | --unknown-deadline     | TURNGATE_UNKNOWN_DEADLINE    | 600 (s from its start to settle UNKNOWN)|
 | --operation-ttl        | TURNGATE_OPERATION_TTL       | 604800 (s an operation is kept: 7 days)|
+| --replay-max-bytes     | TURNGATE_REPLAY_MAX_BYTES    | 268435456 (answers kept; 0: no limit)  |
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class Settings:
     # Seconds an operation (manifest, history) is kept after its claim, once not in flight;
     # a conversation unchanged that long with no operation left goes too (every store).
     operation_ttl: float = 7 * 24 * 3600.0
+    # Bytes of answers a SQLite or memory store keeps for replay; past it the ones that
+    # expire first go (0: no limit). Redis keeps them until --replay-ttl.
+    replay_max_bytes: int = 256 * 1024 * 1024
 
 
 # (flag, variable, attribute, type)
@@ -76,6 +80,7 @@ _OPTIONS: tuple[tuple[str, str, str, type], ...] = (
     ("--replay-ttl", "TURNGATE_REPLAY_TTL", "replay_ttl", float),
     ("--unknown-deadline", "TURNGATE_UNKNOWN_DEADLINE", "unknown_deadline", float),
     ("--operation-ttl", "TURNGATE_OPERATION_TTL", "operation_ttl", float),
+    ("--replay-max-bytes", "TURNGATE_REPLAY_MAX_BYTES", "replay_max_bytes", int),
 )
 
 
@@ -119,6 +124,8 @@ def settings_from_args(
     for attribute in ("replay_ttl", "unknown_deadline"):
         if float(values.get(attribute, 1.0)) <= 0:  # type: ignore[arg-type]
             raise SettingsError(f"{attribute} must be a positive number of seconds")
+    if int(values.get("replay_max_bytes", 0)) < 0:  # type: ignore[call-overload]
+        raise SettingsError("replay_max_bytes must be 0 (no limit) or a number of bytes")
     settings = Settings(**values)  # type: ignore[arg-type]
     # A replayed answer, or an UNKNOWN attempt still blocking its revision, needs its operation.
     if settings.operation_ttl < max(settings.replay_ttl, settings.unknown_deadline):

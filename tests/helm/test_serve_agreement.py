@@ -62,7 +62,7 @@ NON_DEFAULT: dict[str, Any] = {
         "gemini": "https://gemini.internal.example",
     },
     "policy": {"config": {"routes": []}},
-    "state": {"operationTtl": 172800},
+    "state": {"operationTtl": 172800, "replayMaxBytes": 1000000},
 }
 
 
@@ -84,6 +84,7 @@ def test_chart_defaults_are_serve_defaults() -> None:
     assert values["maxBodyBytes"] == defaults.max_body_bytes
     # Shorter than serve's 7 days on purpose: the SQLite file's emptyDir has a size limit.
     assert values["state"]["operationTtl"] == defaults.replay_ttl < defaults.operation_ttl
+    assert values["state"]["replayMaxBytes"] == defaults.replay_max_bytes
     assert values["upstreams"] == {
         "openai": defaults.upstream_openai,
         "anthropic": defaults.upstream_anthropic,
@@ -108,6 +109,7 @@ def test_serve_reads_every_rendered_setting() -> None:
         max_body_bytes=1048576,
         log_level="debug",
         operation_ttl=172800.0,
+        replay_max_bytes=1000000,
     )
     # The probes dial the port turngate listens on.
     for name, probe in iter_probes(container):

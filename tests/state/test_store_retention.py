@@ -16,10 +16,17 @@ import pytest
 
 from tests.state.stores import claim_into, draft
 from turngate.settings import Settings, SettingsError, settings_from_args
+from turngate.state.conversations import StoredResponse
 from turngate.state.machine import DispatchState, Transition
 from turngate.state.memory import MemoryStore
 from turngate.state.sqlite import SQLiteStore
-from turngate.state.store import DEFAULT_OPERATION_TTL, PRUNE_BATCH, StateStore, open_store
+from turngate.state.store import (
+    DEFAULT_OPERATION_TTL,
+    DEFAULT_REPLAY_MAX_BYTES,
+    PRUNE_BATCH,
+    StateStore,
+    open_store,
+)
 
 S, T = DispatchState, Transition
 TTL = 100.0
@@ -129,6 +136,36 @@ async def test_the_sqlite_file_stops_growing_under_steady_traffic(tmp_path: Path
     assert max(wal) < 2 * 1000 * page_size, wal
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_answers_kept_for_replay_stay_under_their_byte_limit(
+    kind: str, tmp_path: Path
+) -> None:
+    """Past the limit the answers that expire first go, as if they had expired: a streamed
+    answer is kept as relayed (up to 195 KB among the recorded streams), and a day of them
+    would outgrow the chart's emptyDir."""
+    capped: StateStore = (
+        MemoryStore(replay_max_bytes=1000)
+        if kind == "memory"
+        else SQLiteStore(tmp_path / "state.db", replay_max_bytes=1000)
+    )
+    await capped.open()
+    try:
+        ops = []
+        for expires in (50.0, 10.0, 40.0, 20.0, 30.0):
+            op = await claim_into(capped, S.COMMITTED, conversation_id=None, now=1.0)
+            body = b"data: x\n\n".ljust(300, b" ")
+            await capped.save_response(
+                op, StoredResponse(200, "text/event-stream", body, True, expires), now=1.0
+            )
+            ops.append(op)
+        assert await capped.prune(now=2.0) == 2  # 1500 bytes: the two expiring first go
+        kept = [await capped.load_response(op, now=2.0) is not None for op in ops]
+        assert kept == [True, False, True, False, True]
+        assert await capped.prune(now=2.0) == 0
+    finally:
+        await capped.close()
+
+
 def settings(**env: str) -> Settings:
     return settings_from_args(argparse.Namespace(), env)
 
@@ -142,6 +179,19 @@ def test_the_ttl_is_a_setting_and_must_outlast_replays_and_unknown_attempts() ->
         settings(TURNGATE_OPERATION_TTL="90000", TURNGATE_UNKNOWN_DEADLINE="100000")
 
 
+def test_the_replay_limit_is_a_setting() -> None:
+    assert settings().replay_max_bytes == DEFAULT_REPLAY_MAX_BYTES
+    assert settings(TURNGATE_REPLAY_MAX_BYTES="0").replay_max_bytes == 0  # no limit
+    with pytest.raises(SettingsError, match="replay_max_bytes"):
+        settings(TURNGATE_REPLAY_MAX_BYTES="-1")
+
+
 @pytest.mark.parametrize("url", ["memory://", "sqlite:///./x.db", "redis://127.0.0.1:1/0"])
 def test_every_store_takes_the_ttl_from_the_setting(url: str) -> None:
     assert open_store(url, operation_ttl=1234.0).operation_ttl == 1234.0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite:///./x.db"])
+def test_the_local_stores_take_the_replay_limit(url: str) -> None:
+    store = open_store(url, replay_max_bytes=None)
+    assert store.replay_max_bytes is None  # type: ignore[attr-defined]

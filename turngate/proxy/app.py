@@ -94,7 +94,11 @@ def create_app(
         chosen = (
             store
             if store is not None
-            else open_store(settings.state, operation_ttl=settings.operation_ttl)
+            else open_store(
+                settings.state,
+                operation_ttl=settings.operation_ttl,
+                replay_max_bytes=settings.replay_max_bytes or None,
+            )
         )
         await chosen.open()
         recovered = await chosen.recover(now=clock())

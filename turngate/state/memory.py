@@ -31,6 +31,7 @@ from turngate.state.manifest import DispatchManifest
 from turngate.state.store import (
     BLOCKING,
     DEFAULT_OPERATION_TTL,
+    DEFAULT_REPLAY_MAX_BYTES,
     LOST_AT_START,
     OperationRecord,
     check_client_key,
@@ -44,9 +45,16 @@ from turngate.state.store import (
 
 
 class MemoryStore:
-    def __init__(self, *, operation_ttl: float | None = DEFAULT_OPERATION_TTL) -> None:
+    def __init__(
+        self,
+        *,
+        operation_ttl: float | None = DEFAULT_OPERATION_TTL,
+        replay_max_bytes: int | None = DEFAULT_REPLAY_MAX_BYTES,
+    ) -> None:
         # Seconds an operation is kept after its claim (None: for ever), as the other stores.
         self.operation_ttl = operation_ttl
+        # Bytes of answer bodies kept for replay (None: no limit), as the SQLite store.
+        self.replay_max_bytes = replay_max_bytes
         self._lock = asyncio.Lock()
         self._open = False
         self._records: dict[str, OperationRecord] = {}
@@ -247,7 +255,25 @@ class MemoryStore:
             pruned = len(responses) + len(keys)
             if self.operation_ttl is not None:
                 pruned += self._forget_before(now - self.operation_ttl)
+            if self.replay_max_bytes is not None:
+                pruned += self._cap_responses(self.replay_max_bytes)
             return pruned
+
+    def _cap_responses(self, max_bytes: int) -> int:
+        """Drop the answers that expire first while the bodies kept hold more than
+        ``max_bytes``; how many went."""
+        excess = sum(len(r.body) for r in self._responses.values()) - max_bytes
+        gone = []
+        for operation_id, response in sorted(
+            self._responses.items(), key=lambda item: item[1].expires_at
+        ):
+            if excess <= 0:
+                break
+            gone.append(operation_id)
+            excess -= len(response.body)
+        for operation_id in gone:
+            del self._responses[operation_id]
+        return len(gone)
 
     def _forget_before(self, before: float) -> int:
         """What sqlite_retention.py deletes from the file: operations claimed before

@@ -51,6 +51,7 @@ from turngate.state.sqlite_worker import Worker
 from turngate.state.store import (
     BLOCKING,
     DEFAULT_OPERATION_TTL,
+    DEFAULT_REPLAY_MAX_BYTES,
     LOST_AT_START,
     PRUNE_BATCH,
     OperationRecord,
@@ -77,11 +78,14 @@ class SQLiteStore:
         busy_timeout: float = 5.0,
         sync: Sync = "full",
         operation_ttl: float | None = DEFAULT_OPERATION_TTL,
+        replay_max_bytes: int | None = DEFAULT_REPLAY_MAX_BYTES,
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
-        # Seconds an operation is kept after its claim (None: for ever); sqlite_retention.py.
+        # Seconds an operation is kept after its claim (None: for ever), and bytes of answers
+        # kept for replay (None: no limit); sqlite_retention.py.
         self.operation_ttl = operation_ttl
+        self.replay_max_bytes = replay_max_bytes
         # "normal": no write waits for the disk (sqlite_sync.py).
         self.sync = sync_of(sync)
         self._worker: Worker | None = None
@@ -212,9 +216,18 @@ class SQLiteStore:
 
     async def prune(self, *, now: float) -> int:
         pruned = await self._run(turns.prune, _ACCESS, now=now)
-        if self.operation_ttl is None:
-            return pruned
-        before = now - self.operation_ttl
+        if self.operation_ttl is not None:
+            pruned += await self._forget_before(now - self.operation_ttl)
+        if self.replay_max_bytes is not None:
+            pruned += await self._run(
+                retention.cap_responses, _ACCESS, max_bytes=self.replay_max_bytes
+            )
+        return pruned
+
+    async def _forget_before(self, before: float) -> int:
+        """Operations, then conversations, then log entries older than ``before``, a step
+        (one transaction) at a time: a claim waits behind one step at most."""
+        pruned = 0
         after: int | None = 0
         while after is not None:
             deleted, after = await self._run(

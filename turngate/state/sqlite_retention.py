@@ -9,6 +9,10 @@ claim never waits long behind a prune. Operations and log entries are taken in i
 order: a rowid, or a log's id, only grows, so everything claimed (or written) before the first
 young row met is old, and the scan stops there. Conversations are taken by their last change
 (an index).
+
+Answers kept for replay expire by their own TTL (``--replay-ttl``, sqlite_turns.prune); a
+streamed one is kept as relayed (0.5-195 KB for the recorded streams), so ``cap_responses``
+also bounds their bytes (``--replay-max-bytes``): the ones that expire first go first.
 """
 
 from __future__ import annotations
@@ -92,3 +96,25 @@ def prune_logs(db: sqlite3.Connection, access: Access, *, before: float, limit: 
         if last is None:
             return 0
         return int(db.execute("DELETE FROM logs WHERE id <= ?", (last,)).rowcount)
+
+
+def cap_responses(db: sqlite3.Connection, access: Access, *, max_bytes: int) -> int:
+    """Delete the answers kept for replay that expire first while their bodies hold more
+    than ``max_bytes``; how many went. A retry of one gets what a retry after its expiry
+    gets (409: no longer kept)."""
+    synchronous(db, "NORMAL")
+    with access.transaction(db, "IMMEDIATE"):
+        (total,) = db.execute("SELECT COALESCE(SUM(length(body)), 0) FROM responses").fetchone()
+        excess = int(total) - max_bytes
+        if excess <= 0:
+            return 0
+        gone: list[tuple[str]] = []
+        oldest = db.execute("SELECT operation_id, length(body) FROM responses ORDER BY expires_at")
+        for operation_id, size in oldest:
+            gone.append((operation_id,))
+            excess -= size
+            if excess <= 0:
+                break
+        oldest.close()
+        db.executemany("DELETE FROM responses WHERE operation_id = ?", gone)
+    return len(gone)

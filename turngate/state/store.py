@@ -42,6 +42,8 @@ BLOCKING: frozenset[DispatchState] = IN_FLIGHT | {DispatchState.UNKNOWN, Dispatc
 DEFAULT_OPERATION_TTL = 7 * 24 * 3600.0
 # Operations one prune step deletes at most, in one transaction: claims wait for no longer.
 PRUNE_BATCH = 500
+# Bytes of answers kept for replay (``--replay-max-bytes``) in a SQLite or memory store.
+DEFAULT_REPLAY_MAX_BYTES = 256 * 1024 * 1024
 # The history detail of the LOSE that ``recover`` records.
 LOST_AT_START = "in flight when the previous turngate process stopped"
 
@@ -302,7 +304,9 @@ class StateStore(Protocol):
         """Drop expired responses and client keys, and what outlived ``operation_ttl``:
         operations claimed that long ago and no longer in flight (with their history), the
         conversations left without operations and unchanged that long, and log entries that
-        old. How many went (Redis expires its keys itself: 0 there)."""
+        old. SQLite and memory then drop the answers kept for replay that expire first while
+        their bodies hold more than ``replay_max_bytes``. How many went (Redis expires its
+        keys itself: 0 there)."""
         ...
 
 
@@ -316,19 +320,27 @@ def check_log_args(kind: str, *, keep: int | None = None, limit: int | None = No
         raise ValueError(f"cannot read {limit} entries")
 
 
-def open_store(url: str, *, operation_ttl: float | None = DEFAULT_OPERATION_TTL) -> StateStore:
+def open_store(
+    url: str,
+    *,
+    operation_ttl: float | None = DEFAULT_OPERATION_TTL,
+    replay_max_bytes: int | None = DEFAULT_REPLAY_MAX_BYTES,
+) -> StateStore:
     """A store for ``--state``: ``sqlite:///path``, ``memory://`` or ``redis://…``; each keeps
-    an operation ``operation_ttl`` seconds (None: forever)."""
+    an operation ``operation_ttl`` seconds (None: forever), and SQLite and memory keep at most
+    ``replay_max_bytes`` of answers for replay (None: no limit)."""
     kind, sqlite = check_state_url(url)
     if kind == "memory":
         from turngate.state.memory import MemoryStore
 
-        return MemoryStore(operation_ttl=operation_ttl)
+        return MemoryStore(operation_ttl=operation_ttl, replay_max_bytes=replay_max_bytes)
     if sqlite is not None:
         from turngate.state.sqlite import SQLiteStore
 
         path, sync = sqlite
-        return SQLiteStore(path, sync=sync, operation_ttl=operation_ttl)
+        return SQLiteStore(
+            path, sync=sync, operation_ttl=operation_ttl, replay_max_bytes=replay_max_bytes
+        )
     from turngate.state.redis import RedisStore
 
     store: StateStore = RedisStore.from_url(url, operation_ttl=operation_ttl)

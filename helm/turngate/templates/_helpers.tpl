@@ -126,6 +126,8 @@ chart's values) and Release:
   value: {{ include "turngate.stateURL" . | quote }}
 - name: TURNGATE_OPERATION_TTL
   value: {{ .Values.state.operationTtl | int64 | quote }}
+- name: TURNGATE_REPLAY_MAX_BYTES
+  value: {{ .Values.state.replayMaxBytes | int64 | quote }}
 {{- if include "turngate.hasPolicy" . }}
 - name: TURNGATE_CONFIG
   value: {{ printf "%s/%s" (trimSuffix "/" .Values.policy.mountPath) .Values.policy.key | quote }}
