@@ -218,6 +218,27 @@ async def test_the_first_request_adopts_the_turns_it_brings(make_stack: StackFac
     assert len(stack.upstream.received) == 2
 
 
+async def test_a_committed_revision_whose_answer_is_not_kept_is_not_sent_again(
+    make_stack: StackFactory,
+) -> None:
+    """A revision with its canonical turn in this generation and no operation left to replay
+    it (a turn adopted from the first request's history, or one whose operation outlived
+    --operation-ttl) is refused before anything is sent: the provider would answer a turn
+    that can never be committed, and a tool it calls would run twice."""
+    stack = await make_stack()
+    stack.upstream.reply(CHAT_ANSWER)
+    headers = {HEADER: "conv-old-turn", "Authorization": f"Bearer {OPENAI_KEY}"}
+    first = [{"role": "user", "content": "2+2?"}]
+    example = [*first, {"role": "assistant", "content": "4"}, {"role": "user", "content": "3+3?"}]
+    assert (await post(stack, CHAT, {"model": "gpt-4o", "messages": example}, headers))[0] == 200
+    status, out, body = await post(stack, CHAT, {"model": "gpt-4o", "messages": first}, headers)
+    assert (status, out["Turngate-Rejection"]) == (409, "dispatch_conflict")
+    assert b"no longer) kept for replay" in body
+    assert len(stack.upstream.received) == 1
+    shown = await conversation(stack.url, "conv-old-turn")
+    assert [op["state"] for op in shown["operations"]] == ["COMMITTED"]
+
+
 async def test_cancel_lets_a_revision_be_answered_again(make_stack: StackFactory) -> None:
     stack = await make_stack()
     headers = {HEADER: "conv-cancel", "Authorization": f"Bearer {OPENAI_KEY}"}
