@@ -329,73 +329,71 @@ async def process_cpu(pid: int, url: str, body: bytes, n: int) -> float:
         return (cpu_seconds(pid) - started) / n * 1000
 
 
-def required_steps() -> Callable[[bytes], None]:
-    """The steps SPEC sections 3, 4 and 6 ask of every Chat request, in turngate's own code,
-    as one call on the body's bytes: read and parse, label, validate (a refusal raises),
-    render and compare, count for admission, digest the sequence and the bytes."""
-    from turngate.adapters import get_adapter
-    from turngate.graph.codec import digest_bytes
-    from turngate.graph.validator import validate
-    from turngate.policies import trust
-    from turngate.policies.admission import admit
-    from turngate.policies.config import BUILTIN_POLICY
-    from turngate.policies.tokens import TokenCache, load_encodings
-    from turngate.proxy.body import decode_json
+class ChatSteps:
+    """The steps SPEC sections 3, 4 and 6 ask of every Chat request, in turngate's own code
+    (its built-in policy, one token cache), set up once."""
 
-    load_encodings()
-    adapter = get_adapter("openai_chat")
-    config, policy = BUILTIN_POLICY, BUILTIN_POLICY.defaults
-    tokens = TokenCache()
+    def __init__(self) -> None:
+        from turngate.adapters import get_adapter
+        from turngate.policies.config import BUILTIN_POLICY
+        from turngate.policies.tokens import TokenCache, load_encodings
 
-    def check(body: bytes) -> None:
+        load_encodings()
+        self.adapter = get_adapter("openai_chat")
+        self.config, self.policy = BUILTIN_POLICY, BUILTIN_POLICY.defaults
+        self.tokens = TokenCache()
+
+    def admission(self, value: dict[str, Any], model: str | None) -> object:
+        from turngate.policies.admission import admit
+
+        return admit(
+            value,
+            api="openai_chat",
+            model=model,
+            max_output_tokens=None,
+            config=self.config,
+            policy=self.policy,
+            cache=self.tokens,
+        )
+
+    def check(self, body: bytes) -> None:
+        """All of them on the body's bytes: read and parse, label, validate (a refusal
+        raises), render and compare, count for admission, digest the sequence and bytes."""
+        from turngate.graph.codec import digest_bytes
+        from turngate.graph.validator import validate
+        from turngate.policies import trust
+        from turngate.proxy.body import decode_json
+
+        adapter = self.adapter
         value = decode_json(body)
-        seq = trust.relabel(adapter.parse_request(value), policy.trust)
+        seq = trust.relabel(adapter.parse_request(value), self.policy.trust)
         if not validate(seq, adapter.capabilities).ready:
             raise ValueError("an invalid sequence")
         if adapter.render_request(seq) != value:
             raise ValueError("the graph did not render the body back")
-        admit(
-            value,
-            api="openai_chat",
-            model=seq.model,
-            max_output_tokens=None,
-            config=config,
-            policy=policy,
-            cache=tokens,
-        )
+        self.admission(value, seq.model)
         _ = seq.sequence_digest, digest_bytes(body)
 
-    return check
+
+def required_steps() -> Callable[[bytes], None]:
+    return ChatSteps().check
 
 
 def breakdown(body: bytes, rounds: int = 50) -> dict[str, float]:
     """Where turngate's own CPU time goes for one body, in microseconds (best of 5)."""
     from bench.graph_roundtrip import interleaved
-    from turngate.adapters import get_adapter
     from turngate.graph.codec import digest_bytes
     from turngate.graph.validator import validate
     from turngate.policies import trust
-    from turngate.policies.admission import admit
-    from turngate.policies.config import BUILTIN_POLICY
-    from turngate.policies.tokens import TokenCache
     from turngate.proxy.body import decode_json
 
-    adapter = get_adapter("openai_chat")
-    config, policy = BUILTIN_POLICY, BUILTIN_POLICY.defaults
+    chat = ChatSteps()
+    adapter, policy = chat.adapter, chat.policy
     value = decode_json(body)
     seq = adapter.parse_request(value)
-    tokens = TokenCache()
 
     def admission() -> object:
-        return admit(
-            value,
-            api="openai_chat",
-            model=seq.model,
-            max_output_tokens=None,
-            config=config,
-            policy=policy,
-            cache=tokens,
-        )
+        return chat.admission(value, seq.model)
 
     admission()  # the same body again: every string is in the cache, as in the load above
     steps = {
