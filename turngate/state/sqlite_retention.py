@@ -40,21 +40,22 @@ def prune_operations(
             " FROM operations o JOIN history h ON h.operation_id = o.operation_id AND h.seq = 0"
             " WHERE o.rowid > ? ORDER BY o.rowid LIMIT ?",
             (after, limit),
-        ).fetchall()
+        )
         old: list[tuple[str]] = []
-        last, young = after, False
-        for rowid, operation_id, state, claimed_at in rows:
+        last, seen, young = after, 0, False
+        for rowid, operation_id, state, claimed_at in rows:  # read only up to a young one
             if claimed_at >= before:
                 young = True
                 break
-            last = rowid
+            last, seen = rowid, seen + 1
             if state not in _IN_FLIGHT:
                 old.append((operation_id,))
+        rows.close()
         if old:
             db.executemany("DELETE FROM history WHERE operation_id = ?", old)
             db.executemany("DELETE FROM responses WHERE operation_id = ?", old)
             db.executemany("DELETE FROM operations WHERE operation_id = ?", old)
-    return len(old), None if young or len(rows) < limit else last
+    return len(old), None if young or seen < limit else last
 
 
 def prune_conversations(
