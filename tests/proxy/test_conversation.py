@@ -34,6 +34,7 @@ from tests.proxy.stream_support import (
 )
 from tests.proxy.stream_upstream import Script
 from turngate.state.machine import DispatchState
+from turngate.state.store import DEFAULT_OPERATION_TTL
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
 
@@ -237,6 +238,34 @@ async def test_a_committed_revision_whose_answer_is_not_kept_is_not_sent_again(
     assert len(stack.upstream.received) == 1
     shown = await conversation(stack.url, "conv-old-turn")
     assert [op["state"] for op in shown["operations"]] == ["COMMITTED"]
+
+
+async def test_a_revision_whose_operation_was_pruned_is_not_sent_again(
+    make_stack: StackFactory,
+) -> None:
+    # Answers kept as long as operations: what the prune takes is the operation alone.
+    ttl = DEFAULT_OPERATION_TTL
+    stack = await make_stack(operation_ttl=ttl, replay_ttl=ttl)
+    stack.upstream.reply(CHAT_ANSWER)
+    headers = {HEADER: "conv-pruned-turn", "Authorization": f"Bearer {OPENAI_KEY}"}
+    first = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
+    status, out, _b = await post(stack, CHAT, first, headers)
+    assert status == 200
+    turn = {"role": "assistant", "content": "hello"}
+    second = {**first, "messages": [*first["messages"], turn, {"role": "user", "content": "?"}]}
+    assert (await post(stack, CHAT, second, headers))[0] == 200
+    old, young = await stack.store.conversation_operations("conv-pruned-turn", limit=5)
+    # The first operation outlives the TTL; the second, and so the conversation, do not.
+    await stack.store.prune(now=(old.history[0].at + young.history[0].at) / 2 + ttl)
+    assert await stack.store.get(old.operation_id) is None
+    assert await stack.store.get(young.operation_id) is not None
+    assert old.operation_id == out["Turngate-Operation-Id"]
+
+    status, refused, _b = await post(stack, CHAT, first, headers)
+    assert (status, refused["Turngate-Rejection"]) == (409, "dispatch_conflict")
+    status, replayed, _b = await post(stack, CHAT, second, headers)
+    assert (status, replayed.get("Turngate-Replay")) == (200, "1")
+    assert len(stack.upstream.received) == 2
 
 
 async def test_cancel_lets_a_revision_be_answered_again(make_stack: StackFactory) -> None:

@@ -262,10 +262,14 @@ async def refuse_unreplayable(store: StateStore, known: Conversation, revision: 
         return  # a cancelled generation's turn: this one may answer the revision again
     if turn.operation_id is not None and await store.get(turn.operation_id) is not None:
         return
-    committed = turn.operation_id or "the conversation's first request"
+    answered = (
+        f"by operation '{turn.operation_id}'"
+        if turn.operation_id is not None
+        else "in the history its first request brought"
+    )
     raise ReplayUnavailable(
-        f"turngate: conversation '{known.key}' revision {revision} was answered by "
-        f"'{committed}'; its answer is not (or no longer) kept for replay"
+        f"turngate: conversation '{known.key}' revision {revision} was answered {answered}; "
+        "its answer is not (or no longer) kept for replay"
     )
 
 
