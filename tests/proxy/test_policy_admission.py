@@ -4,6 +4,8 @@ API's own context-length error form; one under is sent."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +23,7 @@ from tests.proxy.helpers import post
 from tests.proxy.policy_stack import policy_of, shadow_records, start_policy_stack
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 from tests.proxy.stack import ANTHROPIC_KEY, GEMINI_KEY, OPENAI_KEY, Stack
-from turngate.policies.tokens import count_request
+from turngate.policies.tokens import count_request, encoding_loaded
 
 pytestmark = [
     pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT"),
@@ -315,3 +317,55 @@ async def test_gemini_asks_count_tokens_on_its_own_route(aiohttp_server: Any):
         }
     }
     assert sent.path_qs == "/v1beta/models/gemini-admission-test-1:generateContent"
+
+
+async def test_an_older_model_counts_with_its_encoding_loaded_on_first_use(aiohttp_server: Any):
+    """gpt-4-turbo counts with cl100k, which turngate no longer loads at start (46 MiB that
+    most deployments never use): its first request loads it, and the window holds exactly."""
+    stack = await start_policy_stack(aiohttp_server, policy=gemini_limit(1_000))
+    stack.upstream.reply(CASES["openai_chat"].answer())
+
+    async def ask(budget: int) -> Any:
+        async with openai.AsyncOpenAI(
+            api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0
+        ) as client:
+            return await client.chat.completions.create(
+                model="gpt-4-turbo",
+                messages=[{"role": "user", "content": QUESTION}],
+                max_completion_tokens=budget,
+            )
+
+    await ask(16)
+    assert encoding_loaded("cl100k_base")
+    prompt = prompt_tokens(stack, "gpt-4-turbo")
+    await ask(128_000 - prompt)
+    with pytest.raises(openai.BadRequestError) as raised:
+        await ask(128_000 - prompt + 1)
+    assert raised.value.code == "context_length_exceeded"
+    assert len(stack.upstream.received) == 2
+
+
+def test_serve_loads_only_the_o200k_vocabulary_at_start() -> None:
+    """In a fresh process, as `turngate serve` starts: o200k loaded, cl100k not."""
+    script = """
+import asyncio
+from aiohttp.test_utils import TestServer
+from turngate.policies.tokens import encoding_loaded
+from turngate.proxy.app import create_app
+from turngate.settings import Settings
+
+async def main():
+    server = TestServer(create_app(Settings(state="memory://"), credential_secret="s"))
+    await server.start_server()
+    try:
+        print(encoding_loaded("o200k_base"), encoding_loaded("cl100k_base"))
+    finally:
+        await server.close()
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]

@@ -13,6 +13,7 @@ version does not know, so that a conversation rolled back to that version pauses
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from turngate.policies.admission import Admission, admit, output_budget, refusal
 from turngate.policies.config import Policy
 from turngate.policies.diff import ShadowRecord, failed_render_record, shadow_record
 from turngate.policies.pins import AdapterVersion, ensure_known, kinds_in, load_for
+from turngate.policies.tokens import encoding_loaded, load_encodings
 from turngate.proxy.count_tokens import provider_count
 from turngate.proxy.errors import AdapterMissing
 from turngate.proxy.routes import RouteMatch
@@ -142,6 +144,10 @@ async def admit_or_ask(
 ) -> None:
     """Admission of the final bytes; when an estimate would refuse them and the policy allows
     the extra call, the provider's own count decides (proxy/count_tokens.py)."""
+    entry = services.policies.model_entry(seq.model or model)
+    if policy.admission.enabled and entry is not None and not encoding_loaded(entry.encoding):
+        # The first request for an older model: its vocabulary loads off the event loop.
+        await asyncio.to_thread(load_encodings, (entry.encoding,))
     try:
         admit_final(services, policy, seq, final_body, model)
     except ContextLengthExceeded as estimate:
