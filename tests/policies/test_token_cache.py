@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import tracemalloc
 from typing import Any
 
 from turngate.policies.config import BUILTIN_POLICY
@@ -83,3 +84,26 @@ def test_the_items_cache_is_bounded() -> None:
             body, entry, BUILTIN_POLICY.media
         )
     assert cache.item_chars <= 400
+
+
+def test_the_memory_a_full_cache_holds_is_near_what_it_counts() -> None:
+    """Its bound counts the bytes of each item's JSON; orjson's results carry a buffer of 4 KB
+    and more behind them, which the cache held too (199 MB for a full default cache whose
+    items and strings count 32 MB). What it keeps must be about what it counts."""
+    entry = BUILTIN_POLICY.model_entry("gpt-4o")
+    assert entry is not None
+    cache = TokenCache(max_chars=300_000)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(3_000):
+            text = f"message {n}: " + "lorem ipsum " * (n % 7 + 1)
+            body = {"messages": [{"role": "user", "content": text}]}
+            count_request(body, entry, BUILTIN_POLICY.media, cache)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    counted = cache.item_chars + cache.chars
+    assert cache.item_chars > 250_000  # full: the oldest items were dropped
+    # Per-entry overhead (tuple, dict slot, bytes header) on top of the counted bytes.
+    assert held < 3 * counted, (held, counted)

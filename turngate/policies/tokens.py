@@ -30,6 +30,7 @@ from typing import Any, Literal
 import orjson
 import toktok  # type: ignore[import-untyped]
 
+from turngate.graph.codec import right_sized
 from turngate.policies.config import Encoding, MediaEstimates, ModelEntry
 
 MediaKind = Literal["image", "audio", "video", "file"]
@@ -172,7 +173,7 @@ class TokenCache:
                 if found is None:
                     found = self._item(walk.estimates, item, key, encoding)
                     if len(dumped) <= self.max_string:
-                        self._items[(encoding, key, dumped)] = found
+                        self._items[(encoding, key, right_sized(dumped))] = found
                         self.item_chars += len(dumped)
                 cached_text += found[0]
                 walk.structure += found[1]

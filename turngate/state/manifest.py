@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-from turngate.graph.codec import canonical_json, digest_bytes
+from turngate.graph.codec import canonical_json, digest_bytes, right_sized
 from turngate.graph.model import ApiName
 
 MANIFEST_SCHEMA = "turngate.DispatchManifest.v1"
@@ -64,7 +64,8 @@ class DispatchManifest:
     @cached_property
     def canonical(self) -> bytes:
         """The canonical JSON of ``to_json()``: what the digest hashes and stores keep."""
-        return canonical_json(self.to_json())
+        # Kept as long as the manifest (a memory store keeps every one).
+        return right_sized(canonical_json(self.to_json()))
 
     @cached_property
     def digest(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from turngate.errors import StoreUnavailable
+from turngate.graph.codec import right_sized
 from turngate.state.conversations import (
     CANCELLABLE,
     CANCELLED_DETAIL,
@@ -146,7 +147,7 @@ class MemoryStore:
 
     async def append_log(self, kind: str, entry: dict[str, Any], *, now: float, keep: int) -> None:
         check_log_args(kind, keep=keep)
-        data = orjson.dumps(entry)
+        data = right_sized(orjson.dumps(entry))
         async with self._lock:
             self._require_open()
             log = self._logs.setdefault(kind, deque())
