@@ -37,12 +37,12 @@ QUESTION = "What is the weather in Paris, and should I take an umbrella tomorrow
 Send = Callable[[Stack, int], Awaitable[Any]]
 
 
-async def chat(stack: Stack, budget: int) -> Any:
+async def chat(stack: Stack, budget: int, *, model: str = "gpt-4o") -> Any:
     async with openai.AsyncOpenAI(
         api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0
     ) as client:
         return await client.chat.completions.create(
-            model="gpt-4o",
+            model=model,
             messages=[{"role": "user", "content": QUESTION}],
             max_completion_tokens=budget,
         )
@@ -326,14 +326,7 @@ async def test_an_older_model_counts_with_its_encoding_loaded_on_first_use(aioht
     stack.upstream.reply(CASES["openai_chat"].answer())
 
     async def ask(budget: int) -> Any:
-        async with openai.AsyncOpenAI(
-            api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0
-        ) as client:
-            return await client.chat.completions.create(
-                model="gpt-4-turbo",
-                messages=[{"role": "user", "content": QUESTION}],
-                max_completion_tokens=budget,
-            )
+        return await chat(stack, budget, model="gpt-4-turbo")
 
     await ask(16)
     assert encoding_loaded("cl100k_base")
