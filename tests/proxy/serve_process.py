@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import openai
 import orjson
+
+from tests.proxy.stack import OPENAI_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 # The same secret in every process: a caller's credential hashes alike in each, so a
@@ -79,6 +82,17 @@ class ServeProcess:
         assert status == 200, found
         assert isinstance(found, dict)
         return found
+
+
+def conversation_client(url: str, conversation: str) -> openai.OpenAI:
+    """The official SDK aimed at turngate ``url``, every request in ``conversation``, no
+    retries of its own: what a test sees is what turngate answered."""
+    return openai.OpenAI(
+        api_key=OPENAI_KEY,
+        base_url=url + "/openai/v1",
+        max_retries=0,
+        default_headers={"Turngate-Conversation-Id": conversation},
+    )
 
 
 async def eventually(check: Any, timeout: float = 15.0, every: float = 0.05) -> Any:

@@ -18,8 +18,7 @@ from aiohttp.test_utils import TestServer
 from tests.fixtures_dir import COUNTS
 from tests.proxy.fake_upstream import FakeUpstream
 from tests.proxy.helpers import CHAT_ANSWER
-from tests.proxy.serve_process import ServeProcess
-from tests.proxy.stack import OPENAI_KEY
+from tests.proxy.serve_process import ServeProcess, conversation_client
 from tests.state.redis_server import free_port, key_prefix, redis_url
 
 CLIENTS = 20
@@ -48,12 +47,7 @@ async def replicas(aiohttp_server: Any, tmp_path: Path) -> AsyncIterator[Any]:
 
 def ask(url: str) -> tuple[int, bool, str]:
     """One SDK client: (status, replayed?, answer text or error code)."""
-    client = openai.OpenAI(
-        api_key=OPENAI_KEY,
-        base_url=url + "/openai/v1",
-        max_retries=0,
-        default_headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
+    client = conversation_client(url, CONVERSATION)
     try:
         raw = client.chat.completions.with_raw_response.create(
             model="gpt-4o", messages=[{"role": "user", "content": "Hi"}]

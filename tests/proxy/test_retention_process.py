@@ -9,13 +9,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import openai
 from aiohttp.test_utils import TestServer
 
 from tests.proxy.fake_upstream import FakeUpstream
 from tests.proxy.helpers import CHAT_ANSWER
-from tests.proxy.serve_process import ServeProcess, eventually
-from tests.proxy.stack import OPENAI_KEY
+from tests.proxy.serve_process import ServeProcess, conversation_client, eventually
 from tests.state.redis_server import free_port
 
 CONVERSATION = "conv-kept-briefly"
@@ -23,12 +21,7 @@ CONVERSATION = "conv-kept-briefly"
 
 def ask(url: str) -> str:
     """One chat turn through the SDK; the operation id turngate answered with."""
-    client = openai.OpenAI(
-        api_key=OPENAI_KEY,
-        base_url=url + "/openai/v1",
-        max_retries=0,
-        default_headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
+    client = conversation_client(url, CONVERSATION)
     try:
         raw = client.chat.completions.with_raw_response.create(
             model="gpt-4o", messages=[{"role": "user", "content": "Hi"}]
