@@ -56,6 +56,7 @@ from turngate.proxy.policy import (
     graph_log,
     graph_to_store,
     keep_in_log,
+    load_vocabulary,
     pinned_adapter,
     requested_model,
     shadow_outcome,
@@ -190,6 +191,7 @@ async def prepare(
         conversation=conversation,
     )
     stored = await stored_graph(services.store, conversation)
+    await load_vocabulary(services, policy, seq.model or model)
     operation_id = new_operation_id()
     shadow: ShadowRecord | None = None
     generation = 0

@@ -132,6 +132,14 @@ def admit_final(
     )
 
 
+async def load_vocabulary(services: Services, policy: Policy, model: str | None) -> None:
+    """The vocabulary admission will count ``model`` with, loaded off the event loop when this
+    is the first request that needs it (cl100k, for the older GPT models: 0.1 s)."""
+    entry = services.policies.model_entry(model)
+    if policy.admission.enabled and entry is not None and not encoding_loaded(entry.encoding):
+        await asyncio.to_thread(load_encodings, (entry.encoding,))
+
+
 async def admit_or_ask(
     request: web.Request,
     route: RouteMatch,
@@ -144,10 +152,6 @@ async def admit_or_ask(
 ) -> None:
     """Admission of the final bytes; when an estimate would refuse them and the policy allows
     the extra call, the provider's own count decides (proxy/count_tokens.py)."""
-    entry = services.policies.model_entry(seq.model or model)
-    if policy.admission.enabled and entry is not None and not encoding_loaded(entry.encoding):
-        # The first request for an older model: its vocabulary loads off the event loop.
-        await asyncio.to_thread(load_encodings, (entry.encoding,))
     try:
         admit_final(services, policy, seq, final_body, model)
     except ContextLengthExceeded as estimate:
