@@ -515,14 +515,25 @@ def print_budget(rounds: dict[str, list[Result]], steps_us: float) -> None:
             f"pass-through's own work; turngate's steps in process take {steps_us:.0f} us "
             f"({verdict})"
         )
-    print(
-        "CPU per request at 32 in flight, /proc (us): "
-        + ", ".join(
-            f"{name} {median(r.busy_us for r in rs if r.busy_us is not None):.0f}"
-            for name, rs in rounds.items()
-            if name != "direct"
-        )
-    )
+    busy = {
+        name: median(r.busy_us for r in rs if r.busy_us is not None)
+        for name, rs in rounds.items()
+        if name != "direct"
+    }
+    print("CPU per request at 32 in flight, /proc (us; | marks the 80% target's budget):")
+    print(bars(busy, mark=wall))
+
+
+def bars(values: dict[str, float], *, mark: float, width: int = 48) -> str:
+    """One bar per value, scaled to the largest, with ``|`` where ``mark`` falls."""
+    top = max([*values.values(), mark])
+    at = round(mark / top * width)
+    lines = []
+    for name, value in values.items():
+        bar = list("#" * round(value / top * width) + " " * width)[: width + 1]
+        bar[at] = "|"
+        lines.append(f"  {name:<32}{value:7.0f} {''.join(bar).rstrip()}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
