@@ -57,8 +57,8 @@ class Settings:
     # Seconds an operation (manifest, history) is kept after its claim, once not in flight;
     # a conversation unchanged that long with no operation left goes too (every store).
     operation_ttl: float = 7 * 24 * 3600.0
-    # Bytes of answers a SQLite or memory store keeps for replay; past it the ones that
-    # expire first go (0: no limit). Redis keeps them until --replay-ttl.
+    # Bytes of answers kept for replay (every replica's together on Redis); past it the ones
+    # that expire first go (0: no limit).
     replay_max_bytes: int = 256 * 1024 * 1024
 
 

@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.state.redis_server import key_prefix, redis_url
 from tests.state.stores import claim_into, draft
+from turngate.graph.codec import canonical_json
 from turngate.settings import Settings, SettingsError, settings_from_args
 from turngate.state.conversations import StoredResponse
 from turngate.state.machine import DispatchState, Transition
 from turngate.state.memory import MemoryStore
+from turngate.state.redis import RedisStore
 from turngate.state.sqlite import SQLiteStore
 from turngate.state.store import (
     DEFAULT_OPERATION_TTL,
@@ -137,29 +140,40 @@ async def test_the_sqlite_file_stops_growing_under_steady_traffic(tmp_path: Path
     assert max(wal) < 2 * 1000 * page_size, wal
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "redis"])
 async def test_answers_kept_for_replay_stay_under_their_byte_limit(
     kind: str, tmp_path: Path
 ) -> None:
     """Past the limit the answers that expire first go, as if they had expired: a streamed
     answer is kept as relayed (up to 195 KB among the recorded streams), and a day of them
-    would outgrow the chart's emptyDir."""
-    capped: StateStore = (
-        MemoryStore(replay_max_bytes=1000)
-        if kind == "memory"
-        else SQLiteStore(tmp_path / "state.db", replay_max_bytes=1000)
-    )
+    would outgrow the chart's emptyDir, or fill a Redis that refuses writes when full."""
+    body = b"data: x\n\n".ljust(300, b" ")
+
+    def answer(expires: float) -> StoredResponse:
+        return StoredResponse(200, "text/event-stream", body, True, expires)
+
+    capped: StateStore
+    if kind == "memory":
+        capped = MemoryStore(replay_max_bytes=1000)
+    elif kind == "sqlite":
+        capped = SQLiteStore(tmp_path / "state.db", replay_max_bytes=1000)
+    else:
+        # Redis counts the JSON it stores (the body in base64): room for three of them.
+        stored = len(canonical_json(answer(50.0).to_json()))
+        capped = RedisStore(
+            redis_url(), key_prefix=key_prefix(tmp_path), replay_max_bytes=3 * stored + 10
+        )
     await capped.open()
     try:
-        ops = []
-        for expires in (50.0, 10.0, 40.0, 20.0, 30.0):
+        # The first kept by its commit (a non-streamed answer), the rest after it (streamed).
+        first = await claim_into(capped, S.SENT, conversation_id=None, now=1.0)
+        await capped.commit_turn(first, digest="sha256:" + "9" * 64, now=1.0, response=answer(50))
+        ops = [first]
+        for expires in (10.0, 40.0, 20.0, 30.0):
             op = await claim_into(capped, S.COMMITTED, conversation_id=None, now=1.0)
-            body = b"data: x\n\n".ljust(300, b" ")
-            await capped.save_response(
-                op, StoredResponse(200, "text/event-stream", body, True, expires), now=1.0
-            )
+            await capped.save_response(op, answer(expires), now=1.0)
             ops.append(op)
-        assert await capped.prune(now=2.0) == 2  # 1500 bytes: the two expiring first go
+        assert await capped.prune(now=2.0) == 2  # the two expiring first go
         kept = [await capped.load_response(op, now=2.0) is not None for op in ops]
         assert kept == [True, False, True, False, True]
         assert await capped.prune(now=2.0) == 0
@@ -192,10 +206,10 @@ def test_every_store_takes_the_ttl_from_the_setting(url: str) -> None:
     assert open_store(url, operation_ttl=1234.0).operation_ttl == 1234.0  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("url", ["memory://", "sqlite:///./x.db"])
-def test_the_local_stores_take_the_replay_limit(url: str) -> None:
-    store = open_store(url, replay_max_bytes=None)
-    assert store.replay_max_bytes is None  # type: ignore[attr-defined]
+@pytest.mark.parametrize("url", ["memory://", "sqlite:///./x.db", "redis://127.0.0.1:1/0"])
+def test_every_store_takes_the_replay_limit_from_the_setting(url: str) -> None:
+    assert open_store(url, replay_max_bytes=None).replay_max_bytes is None  # type: ignore[attr-defined]
+    assert open_store(url, replay_max_bytes=99).replay_max_bytes == 99  # type: ignore[attr-defined]
 
 
 async def test_a_memory_store_holds_about_two_kilobytes_per_operation() -> None:

@@ -84,10 +84,12 @@ from turngate.state.redis_records import (
     redacted,
     warn_unless_durable,
 )
+from turngate.state.redis_replay import ReplayIndex
 from turngate.state.redis_scripts import ABANDON, CLAIM, MOVE
 from turngate.state.redis_turns import RedisConversations
 from turngate.state.store import (
     BLOCKING,
+    DEFAULT_REPLAY_MAX_BYTES,
     LOST_AT_START,
     OperationRecord,
     check_client_key,
@@ -123,6 +125,7 @@ class RedisStore(RedisConversations):
         *,
         key_prefix: str = "turngate:",
         operation_ttl: float | None = 7 * DAY,
+        replay_max_bytes: int | None = DEFAULT_REPLAY_MAX_BYTES,
         lease_ttl: float = 15.0,
         owner: str | None = None,
         connect_timeout: float = 0.5,
@@ -135,6 +138,9 @@ class RedisStore(RedisConversations):
         self.where = redacted(url)
         self.key_prefix = key_prefix
         self.operation_ttl = operation_ttl
+        # Bytes of answers kept for replay across every replica (None: no limit).
+        self.replay_max_bytes = replay_max_bytes
+        self._replay = ReplayIndex(key_prefix, self._response_key)
         self.lease_ttl = lease_ttl
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
@@ -148,7 +154,13 @@ class RedisStore(RedisConversations):
         self._settling: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_url(cls, url: str, *, operation_ttl: float | None = 7 * DAY) -> RedisStore:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        operation_ttl: float | None = 7 * DAY,
+        replay_max_bytes: int | None = DEFAULT_REPLAY_MAX_BYTES,
+    ) -> RedisStore:
         """A store for ``--state redis://…``. turngate's own options ride in the query and
         are taken out before redis-py sees the URL: ``owner`` (a stable owner id, e.g. the
         pod name), ``lease_ttl`` (seconds), ``key_prefix``."""
@@ -156,7 +168,10 @@ class RedisStore(RedisConversations):
         query = parse_qsl(parts.query, keep_blank_values=True)
         ours = {k: v for k, v in query if k in _URL_OPTIONS}
         rest = urlencode([(k, v) for k, v in query if k not in _URL_OPTIONS])
-        options: dict[str, Any] = {"operation_ttl": operation_ttl}
+        options: dict[str, Any] = {
+            "operation_ttl": operation_ttl,
+            "replay_max_bytes": replay_max_bytes,
+        }
         if "owner" in ours:
             options["owner"] = ours["owner"]
         if "key_prefix" in ours:

@@ -18,6 +18,7 @@ Keys, under the store's prefix:
     convops:{sha256 of key}   list: the conversation's operation ids       operation_ttl
     response:{operation id}   string: StoredResponse JSON                  until it expires
     key:{scope}               string: KeyHold JSON (a client key)          until it expires
+    responses, response_sizes, response_bytes: the replay index (redis_replay.py)
     unknown                   hash: operation id -> 1 for each UNKNOWN one (MOVE keeps it)
 """
 
@@ -47,7 +48,8 @@ from turngate.state.conversations import (
 )
 from turngate.state.machine import Transition
 from turngate.state.manifest import DispatchManifest
-from turngate.state.store import OperationRecord, moved_record, sent_first
+from turngate.state.redis_replay import INDEX_RESPONSE, ReplayIndex
+from turngate.state.store import PRUNE_BATCH, OperationRecord, moved_record, sent_first
 
 # KEYS: conv. ARGV: data, ttl ms (0: none). The existing data, or the new one once written.
 OPEN_CONVERSATION = """
@@ -67,10 +69,12 @@ if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 return 'written'
 """
 
-# KEYS: op, slot, inflight, unknown, conv, response. ARGV: operation id, expected state,
-# expected seq, state, seq, record, ttl ms, expected conversation version, conversation data
-# ('' for none), response ('' for none), response ttl ms.
-COMMIT_TURN = """
+# KEYS: op, slot, inflight, unknown, conv, response, then the replay index's sorted set,
+# sizes and sum (redis_replay.py). ARGV: operation id, expected state, expected seq, state,
+# seq, record, ttl ms, expected conversation version, conversation data ('' for none),
+# response ('' for none), response ttl ms, response expiry ms.
+COMMIT_TURN = (
+    """
 local current = redis.call('HMGET', KEYS[1], 'state', 'seq')
 if not current[1] then return 'missing' end
 if current[1] ~= ARGV[2] or current[2] ~= ARGV[3] then return 'stale' end
@@ -93,9 +97,15 @@ if ARGV[9] ~= '' then
   redis.call('HSET', KEYS[5], 'version', tonumber(ARGV[8]) + 1, 'data', ARGV[9])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[5], ttl) end
 end
-if ARGV[10] ~= '' then redis.call('SET', KEYS[6], ARGV[10], 'PX', ARGV[11]) end
+if ARGV[10] ~= '' then
+  redis.call('SET', KEYS[6], ARGV[10], 'PX', ARGV[11])
+"""
+    + INDEX_RESPONSE.format(z=7, s=8, t=9, op=1, data=10, score=12)
+    + """
+end
 return 'moved'
 """
+)
 
 
 class RedisConversations:
@@ -103,6 +113,8 @@ class RedisConversations:
 
     key_prefix: str
     operation_ttl: float | None
+    replay_max_bytes: int | None
+    _replay: ReplayIndex
     _open_conversation_script: AsyncScript
     _write_conversation_script: AsyncScript
     _commit_turn_script: AsyncScript
@@ -111,6 +123,7 @@ class RedisConversations:
         self._open_conversation_script = client.register_script(OPEN_CONVERSATION)
         self._write_conversation_script = client.register_script(WRITE_CONVERSATION)
         self._commit_turn_script = client.register_script(COMMIT_TURN)
+        self._replay.register(client)
 
     # --- the contract ---
 
@@ -196,6 +209,7 @@ class RedisConversations:
                         self._unknown_key(),
                         self._conversation_key(key or operation_id),
                         self._response_key(operation_id),
+                        *self._replay.keys,
                     ],
                     args=[
                         operation_id,
@@ -208,6 +222,7 @@ class RedisConversations:
                         version,
                         "" if turned is None else _conversation_data(turned),
                         *_response_args(response, now),
+                        _expires_ms(response),
                     ],
                 )
             if reply == "moved":
@@ -226,10 +241,10 @@ class RedisConversations:
     async def save_response(
         self, operation_id: str, response: StoredResponse, *, now: float
     ) -> None:
-        client = self._require()
+        self._require()
         data, ttl = _response_args(response, now)
         with self._unavailable("response write"):
-            await client.set(self._response_key(operation_id), data, px=ttl)
+            await self._replay.keep(operation_id, data, ttl, _expires_ms(response))
 
     async def load_response(self, operation_id: str, *, now: float) -> StoredResponse | None:
         client = self._require()
@@ -258,7 +273,16 @@ class RedisConversations:
         return found
 
     async def prune(self, *, now: float) -> int:
-        return 0  # responses and client keys carry their own TTL
+        """Answers kept for replay over ``replay_max_bytes`` (redis_replay.py); the rest,
+        responses and client keys included, carry their own TTL."""
+        client = self._require()
+        with self._unavailable("prune"):
+            return await self._replay.prune(
+                client,
+                now_ms=int(now * 1000),
+                max_bytes=self.replay_max_bytes,
+                batch=PRUNE_BATCH,
+            )
 
     # --- helpers ---
 
@@ -339,6 +363,10 @@ def _decode_conversation(data: Any, key: str) -> Conversation:
         return Conversation.from_json(orjson.loads(data))
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreUnavailable(f"conversation {key!r} in Redis cannot be read: {exc}") from exc
+
+
+def _expires_ms(response: StoredResponse | None) -> int:
+    return 0 if response is None else int(response.expires_at * 1000)
 
 
 def _response_args(response: StoredResponse | None, now: float) -> tuple[str, int]:

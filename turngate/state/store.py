@@ -43,7 +43,7 @@ DEFAULT_OPERATION_TTL = 7 * 24 * 3600.0
 # Rows one prune step deletes at most, in one transaction: a claim waits behind one step at
 # most (about 12 ms for 200 operations on the test machine).
 PRUNE_BATCH = 200
-# Bytes of answers kept for replay (``--replay-max-bytes``) in a SQLite or memory store.
+# Bytes of answers kept for replay (``--replay-max-bytes``), every replica's on Redis.
 DEFAULT_REPLAY_MAX_BYTES = 256 * 1024 * 1024
 # The history detail of the LOSE that ``recover`` records.
 LOST_AT_START = "in flight when the previous turngate process stopped"
@@ -305,9 +305,8 @@ class StateStore(Protocol):
         """Drop expired responses and client keys, and what outlived ``operation_ttl``:
         operations claimed that long ago and no longer in flight (with their history), the
         conversations left without operations and unchanged that long, and log entries that
-        old. SQLite and memory then drop the answers kept for replay that expire first while
-        their bodies hold more than ``replay_max_bytes``. How many went (Redis expires its
-        keys itself: 0 there)."""
+        old (Redis expires these keys itself). Then the answers kept for replay that expire
+        first go while they hold more than ``replay_max_bytes``. How many went."""
         ...
 
 
@@ -328,8 +327,8 @@ def open_store(
     replay_max_bytes: int | None = DEFAULT_REPLAY_MAX_BYTES,
 ) -> StateStore:
     """A store for ``--state``: ``sqlite:///path``, ``memory://`` or ``redis://…``; each keeps
-    an operation ``operation_ttl`` seconds (None: forever), and SQLite and memory keep at most
-    ``replay_max_bytes`` of answers for replay (None: no limit)."""
+    an operation ``operation_ttl`` seconds (None: forever) and at most ``replay_max_bytes`` of
+    answers for replay (None: no limit)."""
     kind, sqlite = check_state_url(url)
     if kind == "memory":
         from turngate.state.memory import MemoryStore
@@ -344,7 +343,9 @@ def open_store(
         )
     from turngate.state.redis import RedisStore
 
-    store: StateStore = RedisStore.from_url(url, operation_ttl=operation_ttl)
+    store: StateStore = RedisStore.from_url(
+        url, operation_ttl=operation_ttl, replay_max_bytes=replay_max_bytes
+    )
     return store
 
 
