@@ -124,9 +124,9 @@ def settings_from_args(
     for attribute in ("replay_ttl", "unknown_deadline"):
         if float(values.get(attribute, 1.0)) <= 0:  # type: ignore[arg-type]
             raise SettingsError(f"{attribute} must be a positive number of seconds")
-    if int(values.get("replay_max_bytes", 0)) < 0:  # type: ignore[call-overload]
-        raise SettingsError("replay_max_bytes must be 0 (no limit) or a number of bytes")
     settings = Settings(**values)  # type: ignore[arg-type]
+    if settings.replay_max_bytes < 0:
+        raise SettingsError("replay_max_bytes must be 0 (no limit) or a number of bytes")
     # A replayed answer, or an UNKNOWN attempt still blocking its revision, needs its operation.
     if settings.operation_ttl < max(settings.replay_ttl, settings.unknown_deadline):
         raise SettingsError(

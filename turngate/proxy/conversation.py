@@ -24,6 +24,7 @@ from turngate.errors import LocalError
 from turngate.graph.history import HistoryTurn, history_turns
 from turngate.graph.model import MessageSequence
 from turngate.proxy.errors import plain_error
+from turngate.proxy.replay import ReplayUnavailable
 from turngate.state.conversations import Conversation
 from turngate.state.machine import DispatchState
 from turngate.state.store import OperationRecord, StateStore
@@ -43,7 +44,8 @@ class HistoryMismatch(LocalError):
 async def checked_conversation(
     store: StateStore, conversation_id: str, seq: MessageSequence, *, now: float
 ) -> Conversation:
-    """The conversation, once the request's history is its canonical turns (or adopted)."""
+    """The conversation, once the request's history is its canonical turns (or adopted) and
+    the revision it asks for can still be answered (``refuse_unreplayable``)."""
     turns = history_turns(seq)
     conversation = await store.open_conversation(
         conversation_id, [t.digest for t in turns], now=now
@@ -51,7 +53,31 @@ async def checked_conversation(
     mismatch = first_mismatch(conversation, turns)
     if mismatch is not None:
         raise HistoryMismatch(mismatch)
+    await refuse_unreplayable(store, conversation, seq.conversation_revision)
     return conversation
+
+
+async def refuse_unreplayable(store: StateStore, known: Conversation, revision: int) -> None:
+    """A revision already answered in this generation whose operation is gone (a turn adopted
+    from a history, or one older than --operation-ttl) can never be committed again nor
+    replayed: refused before it is sent. With its operation still there, the claim meets it
+    and replays its answer or says why not."""
+    if revision >= known.revision:
+        return
+    turn = known.turns[revision]
+    if turn.cancel_generation != known.cancel_generation:
+        return  # a cancelled generation's turn: this one may answer the revision again
+    if turn.operation_id is not None and await store.get(turn.operation_id) is not None:
+        return
+    answered = (
+        f"by operation '{turn.operation_id}'"
+        if turn.operation_id is not None
+        else "in the history its first request brought"
+    )
+    raise ReplayUnavailable(
+        f"turngate: conversation '{known.key}' revision {revision} was answered {answered}; "
+        "its answer is not (or no longer) kept for replay"
+    )
 
 
 def first_mismatch(conversation: Conversation, turns: list[HistoryTurn]) -> str | None:

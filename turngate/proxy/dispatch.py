@@ -65,7 +65,7 @@ from turngate.proxy.policy import (
 from turngate.proxy.replay import ReplayUnavailable, client_key, keep_streamed
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
-from turngate.state.conversations import ClientKey, Conversation
+from turngate.state.conversations import ClientKey
 from turngate.state.manifest import DispatchManifest, new_operation_id
 from turngate.state.store import ClaimConflict, OperationRecord, StateStore
 
@@ -208,7 +208,6 @@ async def prepare(
             known = await checked_conversation(
                 services.store, conversation, seq, now=services.clock()
             )
-            await refuse_unreplayable(services.store, known, seq.conversation_revision)
             generation = known.cancel_generation
     else:
         shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id)
@@ -249,29 +248,6 @@ async def prepare(
         shadow=shadow,
         graph=graph_to_store(services, seq, conversation, stored),
         client_key=key,
-    )
-
-
-async def refuse_unreplayable(store: StateStore, known: Conversation, revision: int) -> None:
-    """A revision already answered in this generation whose operation is gone (a turn adopted
-    from a history, or one older than --operation-ttl) can never be committed again nor
-    replayed: refused before it is sent. With its operation still there, the claim meets it
-    and replays its answer or says why not."""
-    if revision >= known.revision:
-        return
-    turn = known.turns[revision]
-    if turn.cancel_generation != known.cancel_generation:
-        return  # a cancelled generation's turn: this one may answer the revision again
-    if turn.operation_id is not None and await store.get(turn.operation_id) is not None:
-        return
-    answered = (
-        f"by operation '{turn.operation_id}'"
-        if turn.operation_id is not None
-        else "in the history its first request brought"
-    )
-    raise ReplayUnavailable(
-        f"turngate: conversation '{known.key}' revision {revision} was answered {answered}; "
-        "its answer is not (or no longer) kept for replay"
     )
 
 

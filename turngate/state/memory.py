@@ -40,6 +40,7 @@ from turngate.state.store import (
     claim_conflict,
     claim_slot,
     claimed_record,
+    first_to_drop,
     moved_record,
     sent_first,
 )
@@ -264,14 +265,10 @@ class MemoryStore:
         """Drop the answers that expire first while the bodies kept hold more than
         ``max_bytes``; how many went."""
         excess = sum(len(r.body) for r in self._responses.values()) - max_bytes
-        gone = []
-        for operation_id, response in sorted(
-            self._responses.items(), key=lambda item: item[1].expires_at
-        ):
-            if excess <= 0:
-                break
-            gone.append(operation_id)
-            excess -= len(response.body)
+        if excess <= 0:
+            return 0
+        by_expiry = sorted(self._responses.items(), key=lambda item: item[1].expires_at)
+        gone = first_to_drop(((op, len(r.body)) for op, r in by_expiry), excess)
         for operation_id in gone:
             del self._responses[operation_id]
         return len(gone)

@@ -113,8 +113,9 @@ def pool_options() -> dict[str, Any]:
     return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
 
 
-def as_text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+def as_text(value: object) -> str:
+    """A reply's member or value as text (the client decodes replies; bytes are decoded)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def new_owner() -> str:

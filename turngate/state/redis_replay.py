@@ -23,6 +23,9 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
+from turngate.state.redis_records import as_text
+from turngate.state.store import first_to_drop
+
 # Inside a script that has just SET the answer: KEYS[z], KEYS[s], KEYS[t] are the sorted set,
 # the sizes and the sum; ARGV[op], ARGV[data], ARGV[score] the id, the JSON and the expiry.
 INDEX_RESPONSE = """
@@ -76,31 +79,21 @@ class ReplayIndex:
         the sum is over ``max_bytes``; how many answers this deleted."""
         deleted = 0
         while expired := [
-            _text(op)
+            as_text(op)
             for op in await client.zrangebyscore(self.keys[0], "-inf", now_ms, start=0, num=batch)
         ]:
             deleted += await self._drop_all(expired)
         if max_bytes is None:
             return deleted
         while (excess := int(await client.get(self.keys[2]) or 0) - max_bytes) > 0:
-            oldest = [_text(op) for op in await client.zrange(self.keys[0], 0, batch - 1)]
+            oldest = [as_text(op) for op in await client.zrange(self.keys[0], 0, batch - 1)]
             if not oldest:
                 break
-            sizes = await client.hmget(self.keys[1], oldest)
-            chosen = []
-            for operation_id, size in zip(oldest, sizes, strict=True):
-                chosen.append(operation_id)
-                excess -= int(size or 0)
-                if excess <= 0:
-                    break
-            deleted += await self._drop_all(chosen)
+            sizes = [int(size or 0) for size in await client.hmget(self.keys[1], oldest)]
+            deleted += await self._drop_all(first_to_drop(zip(oldest, sizes, strict=True), excess))
         return deleted
 
     async def _drop_all(self, operation_ids: list[str]) -> int:
         assert self._drop is not None, "register first"
         keys = [*self.keys, *(self._response_key(op) for op in operation_ids)]
         return int(await self._drop(keys=keys, args=operation_ids))
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -48,6 +48,7 @@ from turngate.state.conversations import (
 )
 from turngate.state.machine import Transition
 from turngate.state.manifest import DispatchManifest
+from turngate.state.redis_records import as_text
 from turngate.state.redis_replay import INDEX_RESPONSE, ReplayIndex
 from turngate.state.store import PRUNE_BATCH, OperationRecord, moved_record, sent_first
 
@@ -170,7 +171,7 @@ class RedisConversations:
             return []
         with self._unavailable("read"):
             ids = await client.lrange(self._conversation_ops_key(key), 0, limit - 1)
-        found = [await self._load(client, _text(op)) for op in ids]
+        found = [await self._load(client, as_text(op)) for op in ids]
         return [r for r in found if r is not None]
 
     async def commit_turn(
@@ -261,7 +262,7 @@ class RedisConversations:
     async def unknown_operations(self, *, limit: int) -> list[OperationRecord]:
         client = self._require()
         with self._unavailable("read"):
-            ids = [_text(op) for op in await client.hkeys(self._unknown_key())]
+            ids = [as_text(op) for op in await client.hkeys(self._unknown_key())]
         found = []
         for operation_id in sorted(ids)[: max(0, limit)]:
             record = await self._load(client, operation_id)
@@ -374,7 +375,3 @@ def _response_args(response: StoredResponse | None, now: float) -> tuple[str, in
         return "", 0
     ttl = max(1, int((response.expires_at - now) * 1000))
     return canonical_json(response.to_json()).decode(), ttl
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -22,6 +22,7 @@ import sqlite3
 from turngate.state.machine import IN_FLIGHT
 from turngate.state.sqlite_sync import synchronous
 from turngate.state.sqlite_turns import Access
+from turngate.state.store import first_to_drop
 
 _IN_FLIGHT = frozenset(str(state) for state in IN_FLIGHT)
 
@@ -109,13 +110,8 @@ def cap_responses(db: sqlite3.Connection, access: Access, *, max_bytes: int) -> 
         excess = int(total) - max_bytes
         if excess <= 0:
             return 0
-        gone: list[tuple[str]] = []
         oldest = db.execute("SELECT operation_id, length(body) FROM responses ORDER BY expires_at")
-        for operation_id, size in oldest:
-            gone.append((operation_id,))
-            excess -= size
-            if excess <= 0:
-                break
+        gone = first_to_drop(oldest, excess)
         oldest.close()
-        db.executemany("DELETE FROM responses WHERE operation_id = ?", gone)
+        db.executemany("DELETE FROM responses WHERE operation_id = ?", [(op,) for op in gone])
     return len(gone)

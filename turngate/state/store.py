@@ -17,6 +17,7 @@ responses for replay (``save_response``/``load_response``, expired on read and b
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -308,6 +309,19 @@ class StateStore(Protocol):
         old (Redis expires these keys itself). Then the answers kept for replay that expire
         first go while they hold more than ``replay_max_bytes``. How many went."""
         ...
+
+
+def first_to_drop(answers: Iterable[tuple[str, int]], excess: int) -> list[str]:
+    """The operation ids of ``answers`` (id and size, soonest to expire first) whose answers
+    go so that ``excess`` bytes are freed: ``--replay-max-bytes`` in every store. Reads
+    ``answers`` no further than it needs (a cursor, a batch)."""
+    gone: list[str] = []
+    for operation_id, size in answers:
+        if excess <= 0:
+            break
+        gone.append(operation_id)
+        excess -= size
+    return gone
 
 
 def check_log_args(kind: str, *, keep: int | None = None, limit: int | None = None) -> None:
