@@ -296,7 +296,9 @@ async def test_a_second_dispatch_for_the_same_conversation_revision_conflicts(st
     other = orjson.dumps({**orjson.loads(raw), "temperature": 0.5})
     status, headers, body = await post(stack, CHAT, other, conversation)
     assert status == 409
-    assert headers["Retry-After"] == "1"
+    # It stands: no wait ends it, and the SDKs are told not to retry it.
+    assert "Retry-After" not in headers
+    assert headers["x-should-retry"] == "false"
     assert headers["Turngate-Rejection"] == "dispatch_conflict"
     assert orjson.loads(body)["error"]["code"] == "dispatch_conflict"
     assert len(stack.upstream.received) == 1

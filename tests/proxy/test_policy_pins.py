@@ -98,6 +98,8 @@ async def test_a_conversation_rolled_back_to_an_older_adapter_is_paused_with_not
             await client.messages.create(**SECOND)
     assert raised.value.status_code == 409
     assert raised.value.response.headers["Turngate-Rejection"] == "conversation_paused"
+    # Waiting will not un-pause it: the SDK's own retries (twice by default) are told off.
+    assert raised.value.response.headers["x-should-retry"] == "false"
     message = raised.value.body["error"]["message"]  # type: ignore[index]
     assert "kind 'compression', which adapter anthropic@0 does not know" in message
     assert older.upstream.received == []

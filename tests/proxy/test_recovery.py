@@ -112,6 +112,11 @@ async def test_an_unknown_attempt_blocks_its_revision_until_its_deadline(
     blocked = await stack.post(api, recorded_request(path), CONVERSATION)
     assert (blocked.status, blocked.headers["Turngate-Rejection"]) == (409, "dispatch_conflict")
     assert blocked.headers["Retry-After"] == str(int(DEADLINE - 20))
+    # Longer than the SDKs wait: their own retry, a second later, could only be refused.
+    assert blocked.headers["x-should-retry"] == "false"
+    clock.now += 50
+    blocked = await stack.post(api, recorded_request(path), CONVERSATION)
+    assert (blocked.headers["Retry-After"], blocked.headers["x-should-retry"]) == ("50", "true")
     assert len(stack.upstream.received) == 1  # no new generation before the old one is over
 
     clock.now += DEADLINE

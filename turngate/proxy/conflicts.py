@@ -1,11 +1,15 @@
 """What a request gets when its claim conflicts: the committed answer, a 409, or a new claim.
 
     the revision's attempt is        same request, same caller          otherwise
-    COMMITTED                        the stored answer replayed          409 dispatch_conflict
+    COMMITTED                        the stored answer replayed          409 dispatch_conflict,
+                                                                         never worth a retry
     DISPATCHING / SENT / STREAMING   409, Retry-After: 1                  409, Retry-After: 1
     UNKNOWN                          asked of its handle (Responses);     409, Retry-After: the
                                      past its deadline: settled, claim    time to its deadline
                                      again
+
+Each 409 says whether a retry may help (``retry_advice``): the official SDKs retry a 409 on
+their own unless told not to.
 
 "Same request" is the same credential hash, route and request digest (replay.py), so a
 client's retry and an ``Idempotency-Key`` seen before both land here; another caller never
@@ -38,6 +42,16 @@ from turngate.state.store import ClaimConflict
 # find no answer yet, and is told to come back.
 _KEEPING = 10.0
 _MAX_RETRY_AFTER = 600
+# The longest Retry-After the openai and anthropic SDKs wait for.
+_SDK_MAX_WAIT = 60
+_IN_FLIGHT = frozenset(
+    {
+        DispatchState.PREPARED,
+        DispatchState.DISPATCHING,
+        DispatchState.SENT,
+        DispatchState.STREAMING,
+    }
+)
 
 
 class Blocked(ClaimConflict):
@@ -48,8 +62,19 @@ class Blocked(ClaimConflict):
         self.retry_after = retry_after
 
 
-def retry_after(conflict: ClaimConflict) -> str:
-    return str(conflict.retry_after if isinstance(conflict, Blocked) else 1)
+def retry_advice(conflict: ClaimConflict) -> dict[str, str]:
+    """``Retry-After`` while waiting may help, and ``x-should-retry``, which the openai and
+    anthropic SDKs obey before their own rule (retry every 409, twice by default): a retry of
+    a revision another request committed can only be refused again, and one sooner than a
+    wait of over a minute (which the SDKs do not honour; they back off about a second)
+    would be too."""
+    if isinstance(conflict, Blocked):
+        wait = conflict.retry_after
+    elif conflict.existing.state in _IN_FLIGHT:
+        wait = 1
+    else:
+        return {"x-should-retry": "false"}
+    return {"Retry-After": str(wait), "x-should-retry": str(wait <= _SDK_MAX_WAIT).lower()}
 
 
 async def answer_conflict(

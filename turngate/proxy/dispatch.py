@@ -43,7 +43,7 @@ from turngate.policies.modes import decide
 from turngate.policies.pins import AdapterVersion
 from turngate.proxy.attempt import Attempt, Outbound
 from turngate.proxy.body import decode_json, read_body
-from turngate.proxy.conflicts import answer_conflict, retry_after
+from turngate.proxy.conflicts import answer_conflict, retry_advice
 from turngate.proxy.conversation import checked_conversation
 from turngate.proxy.credentials import credential_hash
 from turngate.proxy.errors import error_response
@@ -129,7 +129,7 @@ async def _dispatch(
         claimed = await claim_or_answer(request, route, services, prepared)
     except ClaimConflict as exc:
         observer.conflict(exc.rule)
-        return error_response(api, exc, {"Retry-After": retry_after(exc)})
+        return error_response(api, exc, retry_advice(exc))
     except ReplayUnavailable as exc:
         # The claim lost to the revision's canonical turn: a CAS conflict, not a refusal.
         observer.conflict(exc.rule)

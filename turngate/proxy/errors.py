@@ -77,6 +77,10 @@ def error_response(
     response.headers.setdefault("Turngate-Rejection", error.rule)
     if headers:
         response.headers.update(headers)
+    if rendered.status == 409:
+        # A conflict with recorded state stands unless the caller says otherwise: without
+        # this the openai and anthropic SDKs would resend it twice, a second or two apart.
+        response.headers.setdefault("x-should-retry", "false")
     return response
 
 

@@ -1,0 +1,103 @@
+"""The official SDKs retry every 409 twice on their own, a second or so apart, unless the
+answer says ``x-should-retry``. turngate says so on each conflict: a conflict that stands is
+raised at once, after one request; one that waiting ends is retried by the SDK itself, which
+then gets the committed answer replayed."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import CHAT_ANSWER
+from tests.proxy.stack import ANTHROPIC_KEY, OPENAI_KEY, Stack
+
+HI = [{"role": "user", "content": "Hi"}]
+OTHER = [{"role": "user", "content": "Something else"}]
+CLAUDE_ANSWER = Reply.json(
+    {
+        "id": "msg_retry",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5-20251001",
+        "content": [{"type": "text", "text": "hello"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 1},
+    }
+)
+
+
+def posts(stack: Stack) -> int:
+    """Requests that reached turngate (the SDK's retries included)."""
+    return len(stack.client_bodies)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Turngate-Conversation-Id": "conv-retries"}, {"Idempotency-Key": "order-7"}],
+    ids=["committed-revision", "reused-key"],
+)
+async def test_openai_raises_a_standing_conflict_at_once(
+    make_stack: Any, headers: dict[str, str]
+) -> None:
+    stack: Stack = await make_stack(record_bodies=True)
+    stack.upstream.reply(CHAT_ANSWER)
+    # The SDK's defaults: two retries of a 409.
+    async with openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1")) as sdk:
+        await sdk.chat.completions.create(model="gpt-4o", messages=HI, extra_headers=headers)
+        before = posts(stack)
+        started = time.monotonic()
+        with pytest.raises(openai.ConflictError) as raised:
+            await sdk.chat.completions.create(model="gpt-4o", messages=OTHER, extra_headers=headers)
+        took = time.monotonic() - started
+    assert raised.value.response.headers["x-should-retry"] == "false"
+    assert "Retry-After" not in raised.value.response.headers
+    # Without the header: three requests and about two seconds (1.3-2.0 s measured).
+    assert posts(stack) - before == 1
+    assert took < 0.5
+    assert len(stack.upstream.received) == 1
+
+
+async def test_anthropic_raises_a_committed_revision_conflict_at_once(make_stack: Any) -> None:
+    stack: Stack = await make_stack(record_bodies=True)
+    stack.upstream.reply(CLAUDE_ANSWER)
+    conversation = {"Turngate-Conversation-Id": "conv-claude"}
+    async with anthropic.AsyncAnthropic(
+        api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), default_headers=conversation
+    ) as sdk:
+        await sdk.messages.create(model="claude-haiku-4-5", max_tokens=64, messages=HI)
+        before = posts(stack)
+        with pytest.raises(anthropic.ConflictError) as raised:
+            await sdk.messages.create(model="claude-haiku-4-5", max_tokens=64, messages=OTHER)
+    assert raised.value.response.headers["x-should-retry"] == "false"
+    assert posts(stack) - before == 1
+    assert len(stack.upstream.received) == 1
+
+
+async def test_the_sdks_own_retry_of_an_in_flight_request_gets_the_answer_replayed(
+    make_stack: Any,
+) -> None:
+    stack: Stack = await make_stack(record_bodies=True)
+    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=0.5))
+    key = {"Idempotency-Key": "slow-order"}
+    async with openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1")) as sdk:
+        first = sdk.chat.completions.create(model="gpt-4o", messages=HI, extra_headers=key)
+        task = asyncio.ensure_future(first)
+        await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
+        # The same request again while the first is in flight: 409, Retry-After: 1, retry.
+        again = await sdk.chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=HI, extra_headers=key
+        )
+        answer = await task
+    assert again.headers["Turngate-Replay"] == "1"
+    assert again.parse().model_dump() == answer.model_dump()
+    assert again.retries_taken == 1
+    assert posts(stack) == 3
+    assert len(stack.upstream.received) == 1
