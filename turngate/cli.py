@@ -96,13 +96,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def _serve(args: argparse.Namespace) -> int:
     from turngate.policies.loading import PolicyConfigError, load_serving_policy
+    from turngate.proxy.routes import prefixes
     from turngate.settings import settings_from_args
     from turngate.state.store import check_state_url
 
     try:
         settings = settings_from_args(args)
         check_state_url(settings.state)
-    except ValueError as exc:  # SettingsError too
+        # An upstream or proxy URL turngate cannot use: said here, not as a traceback.
+        prefixes(settings, os.environ)
+    except ValueError as exc:  # SettingsError and EgressConfigError too
         print(f"turngate: {exc}", file=sys.stderr)
         return 2
     # --mode (or TURNGATE_MODE) replaces the file's default mode only when given.

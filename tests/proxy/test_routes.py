@@ -13,7 +13,8 @@ TABLE = prefixes(
         upstream_openai="https://oa.example",
         upstream_anthropic="https://an.example/base",
         upstream_gemini="http://127.0.0.1:9000",
-    )
+    ),
+    {},
 )
 
 
@@ -109,4 +110,4 @@ def test_a_percent_encoded_prefix_is_not_routed():
 def test_an_upstream_must_be_a_plain_http_url():
     for bad in ("ftp://x", "api.openai.com", "https://x/?q=1"):
         with pytest.raises(ValueError, match="upstream"):
-            prefixes(Settings(upstream_openai=bad))
+            prefixes(Settings(upstream_openai=bad), {})

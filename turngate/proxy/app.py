@@ -75,7 +75,10 @@ def create_app(
     ``telemetry`` defaults to ``setup_telemetry()`` from the ``OTEL_*`` variables; tests
     inject one with an in-memory span exporter and metric reader.
     """
-    table = prefixes(settings)
+    table = prefixes(settings, os.environ)
+    for prefix in table:
+        if prefix.egress is not None:
+            log.info("%s upstream reached through proxy %s", prefix.provider, prefix.egress.shown)
     if policies is None:
         policies = load_serving_policy(
             settings.config, os.environ, mode=settings.mode, registry=adapters

@@ -274,6 +274,7 @@ class Attempt:
             headers=headers,
             data=body,
             allow_redirects=False,
+            proxy=self.route.prefix.proxy,
         )
         self.observer.answered(upstream.status)
         return upstream

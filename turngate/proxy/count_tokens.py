@@ -70,7 +70,12 @@ async def provider_count(
     headers["Content-Type"] = "application/json"
     try:
         async with session.post(
-            url, data=orjson.dumps(payload), headers=headers, allow_redirects=False, timeout=TIMEOUT
+            url,
+            data=orjson.dumps(payload),
+            headers=headers,
+            allow_redirects=False,
+            timeout=TIMEOUT,
+            proxy=route.prefix.proxy,
         ) as answer:
             data = await answer.read()
             status = answer.status

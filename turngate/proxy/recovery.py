@@ -157,7 +157,12 @@ async def query_response(
     headers = outbound_headers(request.headers, keep_length=False)
     headers.popall("Content-Type", None)
     try:
-        async with services.session.get(url, headers=headers, allow_redirects=False) as found:
+        async with services.session.get(
+            url,
+            headers=headers,
+            allow_redirects=False,
+            proxy=route.prefix.proxy,
+        ) as found:
             data = await found.read()
             status = found.status
     except _TRANSPORT_ERRORS as exc:

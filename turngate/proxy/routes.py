@@ -12,6 +12,7 @@ another host: the URL is the configured base plus a path that always starts with
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, assert_never
@@ -20,6 +21,7 @@ from yarl import URL
 
 from turngate.adapters.base import RouteInfo
 from turngate.graph.model import ApiName
+from turngate.proxy.egress import EgressProxy, proxy_for
 from turngate.settings import Settings
 
 Provider = Literal["openai", "anthropic", "gemini"]
@@ -42,6 +44,12 @@ class Prefix:
     upstream_root: str
     provider: Provider
     upstream: URL
+    # The forward proxy the upstream is reached through (egress.py), None to go direct.
+    egress: EgressProxy | None = None
+
+    @property
+    def proxy(self) -> URL | None:
+        return None if self.egress is None else self.egress.url
 
 
 @dataclass(frozen=True)
@@ -67,12 +75,18 @@ class RouteMatch:
         return url
 
 
-def prefixes(settings: Settings) -> tuple[Prefix, ...]:
-    return (
-        Prefix("/openai/v1", "/v1", "openai", _base(settings.upstream_openai)),
-        Prefix("/anthropic", "", "anthropic", _base(settings.upstream_anthropic)),
-        Prefix("/gemini", "", "gemini", _base(settings.upstream_gemini)),
+def prefixes(settings: Settings, environ: Mapping[str, str]) -> tuple[Prefix, ...]:
+    """The three prefixes; ``environ``'s proxy variables choose each one's egress."""
+    mounts: tuple[tuple[str, str, Provider, str], ...] = (
+        ("/openai/v1", "/v1", "openai", settings.upstream_openai),
+        ("/anthropic", "", "anthropic", settings.upstream_anthropic),
+        ("/gemini", "", "gemini", settings.upstream_gemini),
     )
+    table: list[Prefix] = []
+    for mount, root, provider, upstream in mounts:
+        base = _base(upstream)
+        table.append(Prefix(mount, root, provider, base, proxy_for(base, environ)))
+    return tuple(table)
 
 
 def _base(url: str) -> URL:

@@ -61,7 +61,8 @@ def new_session(timeouts: UpstreamTimeouts) -> aiohttp.ClientSession:
         auto_decompress=True,
         # Never take cookies from one caller's response into another caller's request.
         cookie_jar=aiohttp.DummyCookieJar(),
-        # Proxies from the environment would see the credentials.
+        # Each upstream's proxy is chosen once at start (egress.py): aiohttp's own reading
+        # of the environment costs two thread hops a request and takes netrc credentials.
         trust_env=False,
     )
 
@@ -97,6 +98,10 @@ def unavailable(exc: BaseException) -> TurngateError:
     if isinstance(exc, asyncio.TimeoutError):
         return UpstreamUnavailable(
             "turngate: the upstream did not answer in time", rule="upstream_timeout", status=504
+        )
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return UpstreamUnavailable(
+            f"turngate: the egress proxy refused the connection ({exc.status} {exc.message})"
         )
     if isinstance(exc, aiohttp.ClientConnectorError):
         return UpstreamUnavailable(
@@ -151,6 +156,7 @@ async def relay(
             headers=headers,
             data=None if body is None else body.chunks(),
             allow_redirects=False,
+            proxy=route.prefix.proxy,
         ) as upstream:
             return await _relay_response(request, upstream)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
