@@ -1,4 +1,5 @@
-"""Checking an answer's tool calls against the request's declared schemas."""
+"""Checking an answer's tool calls against the request's declared schemas, as the proxy does
+(``call_schemas`` then ``check_turn``, the same check the stream assembler makes)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from aiohttp.test_utils import TestServer
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.model import MessageSequence, ToolCallBlock, ToolDef
 from turngate.graph.turn import AssistantTurn
-from turngate.proxy.tool_calls import SchemaCache, check_tool_calls
+from turngate.proxy.tool_calls import SchemaCache
+from turngate.proxy.turn_check import call_schemas, check_turn
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -37,6 +39,10 @@ def answer_calling(name: str, arguments: str, tool_type: str = "function") -> As
     return AssistantTurn(handle="h", model="m", blocks=(call,), stop_reason="tool_calls")
 
 
+def check_tool_calls(turn: AssistantTurn, seq: MessageSequence, cache: SchemaCache) -> None:
+    check_turn(turn, call_schemas(seq, cache), None)
+
+
 def refused(turn: AssistantTurn, seq: MessageSequence, cache: SchemaCache | None = None) -> str:
     with pytest.raises(UpstreamProtocolError) as raised:
         check_tool_calls(turn, seq, cache or SchemaCache())
@@ -48,10 +54,10 @@ def refused(turn: AssistantTurn, seq: MessageSequence, cache: SchemaCache | None
 @pytest.mark.parametrize(
     ("arguments", "problem"),
     [
-        ('{"city": "Paris"', "not JSON"),
-        ('"Paris"', "not a JSON object"),
-        ('{"city": 7}', "break the tool's schema"),
-        ("", "break the tool's schema"),
+        ('{"city": "Paris"', "not one complete JSON object"),
+        ('"Paris"', "not one complete JSON object"),
+        ('{"city": 7}', "breaks its schema"),
+        ("", "not one complete JSON object"),
     ],
 )
 def test_bad_arguments_are_refused_with_the_reason(arguments: str, problem: str):
@@ -68,7 +74,7 @@ def test_valid_arguments_pass():
 
 def test_a_call_to_an_undeclared_tool_is_refused():
     seq = request_with(ToolDef(name="weather", parameters=WEATHER))
-    assert "did not declare" in refused(answer_calling("rm_rf", "{}"), seq)
+    assert "names 'rm_rf', a tool not declared" in refused(answer_calling("rm_rf", "{}"), seq)
 
 
 def test_gemini_openapi_types_in_capitals_are_checked():
@@ -93,15 +99,16 @@ def test_each_schema_is_compiled_once_and_the_cache_is_bounded(monkeypatch: pyte
 
     monkeypatch.setattr(fastjsonschema, "compile", counting)
     cache = SchemaCache(size=2)
-    tools = [ToolDef(name=f"t{i}", parameters=WEATHER) for i in range(3)]
-    seq = request_with(*tools)
+    tools = [ToolDef(name=f"t{i}", parameters={**WEATHER, "title": f"t{i}"}) for i in range(3)]
+    two = request_with(*tools[:2])
+    check_tool_calls(answer_calling("t0", '{"city": "x"}'), two, cache)
+    first = len(compiled)
     for _ in range(3):
-        check_tool_calls(answer_calling("t0", '{"city": "x"}'), seq, cache)
-    assert len(compiled) == 1
-    check_tool_calls(answer_calling("t1", '{"city": "x"}'), seq, cache)
-    check_tool_calls(answer_calling("t2", '{"city": "x"}'), seq, cache)
-    check_tool_calls(answer_calling("t0", '{"city": "x"}'), seq, cache)
-    assert len(compiled) == 4
+        check_tool_calls(answer_calling("t0", '{"city": "x"}'), two, cache)
+    assert len(compiled) == first  # each schema compiled once, however many answers
+    check_tool_calls(answer_calling("t2", '{"city": "x"}'), request_with(*tools), cache)
+    assert len(compiled) > first
+    assert len(cache._compiled) == 2  # the least recently used went
 
 
 async def test_a_remote_ref_is_never_fetched(aiohttp_server: Any, caplog: pytest.LogCaptureFixture):

@@ -16,11 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 import fastjsonschema
-import orjson
 
-from turngate.errors import UpstreamProtocolError
-from turngate.graph.model import MessageSequence, ToolCallBlock, ToolDef
-from turngate.graph.turn import AssistantTurn
+from turngate.graph.model import ToolDef
 
 log = logging.getLogger("turngate.proxy")
 
@@ -96,37 +93,3 @@ def json_schema(schema: Any) -> Any:
     if isinstance(schema, list):
         return [json_schema(v) for v in schema]
     return schema
-
-
-def check_tool_calls(turn: AssistantTurn, seq: MessageSequence, cache: SchemaCache) -> None:
-    """Raise ``UpstreamProtocolError`` (rule ``invalid_tool_call``) for the first bad call."""
-    for call in turn.tool_calls:
-        if call.tool_type == "function":
-            _check_function_call(call, seq, cache)
-
-
-def _check_function_call(call: ToolCallBlock, seq: MessageSequence, cache: SchemaCache) -> None:
-    try:
-        arguments = orjson.loads(call.arguments) if call.arguments.strip() else {}
-    except orjson.JSONDecodeError:
-        raise _invalid(call, "has arguments that are not JSON") from None
-    if not isinstance(arguments, dict):
-        raise _invalid(call, "has arguments that are not a JSON object")
-    tool = seq.tool(call.name)
-    if tool is None:
-        raise _invalid(call, "calls a tool the request did not declare")
-    validate = cache.validator(tool)
-    if validate is None:
-        return
-    try:
-        validate(arguments)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        raise _invalid(call, f"has arguments that break the tool's schema: {exc.message}") from None
-
-
-def _invalid(call: ToolCallBlock, problem: str) -> UpstreamProtocolError:
-    return UpstreamProtocolError(
-        f"turngate: the upstream's tool call '{call.call_id}' ({call.name}) {problem}",
-        rule=INVALID_TOOL_CALL,
-        status=502,
-    )
