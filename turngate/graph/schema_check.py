@@ -23,7 +23,7 @@ from turngate.graph.model import MessageSequence, ToolCallBlock
 from turngate.graph.validator import DUPLICATE_CALL_ID, INCOMPLETE_ARGUMENTS, INVALID_CALL_ID
 
 Validator = Callable[[Any], Any]
-# Tool name -> its parameters schema (None: declared without one, any object passes).
+# Tool key (tool_key) -> its parameters schema (None: declared without one, any object passes).
 ToolSchemas = Mapping[str, Any]
 
 DEFAULT_CACHE_SIZE = 512
@@ -92,6 +92,17 @@ def tool_schemas(seq: MessageSequence) -> dict[str, Any]:
     return {t.name: t.parameters for t in seq.tools if t.tool_type == "function"}
 
 
+def qualified_name(namespace: str | None, name: str) -> str:
+    """A tool's name as the checks key it: within its namespace, for APIs that group tools
+    (OpenAI Responses ``namespace`` tools); tool names cannot hold a dot."""
+    return f"{namespace}.{name}" if namespace else name
+
+
+def tool_key(call: ToolCallBlock) -> str:
+    namespace = call.attrs.get("namespace")
+    return qualified_name(namespace if isinstance(namespace, str) else None, call.name)
+
+
 def json_object(arguments: str) -> dict[str, Any] | None:
     """``arguments`` parsed when it is exactly one JSON object (``""`` is not)."""
     try:
@@ -115,8 +126,8 @@ class CallChecker:
 
     def problem(self, call: ToolCallBlock) -> tuple[str, str] | None:
         """``(rule, message)`` for a call that must not be committed; None records it."""
-        name, call_id = call.name, call.call_id
-        if not name:
+        name, call_id = tool_key(call), call.call_id
+        if not call.name:
             return STREAM_PROTOCOL, f"tool call '{call_id}' has no name"
         if call.argument_state != "complete":
             return INCOMPLETE_ARGUMENTS, f"tool call '{call_id}' ({name}) arguments are incomplete"

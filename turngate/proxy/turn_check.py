@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turngate.adapters.openai_responses.tools import callable_tools
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import MessageSequence
@@ -22,13 +23,20 @@ from turngate.proxy.tool_calls import INVALID_TOOL_CALL, SchemaCache, json_schem
 
 
 def call_schemas(seq: MessageSequence, cache: SchemaCache) -> dict[str, Any]:
-    """Tool name -> the JSON Schema its calls are checked against (None: not checkable)."""
+    """Tool key (``tool_key``) -> the JSON Schema its calls are checked against (None: not
+    checkable). On OpenAI Responses also a namespace's members and the tools the history
+    loaded (``openai_responses.tools``)."""
+    tools = (
+        callable_tools(seq)
+        if seq.api == "openai_responses"
+        else {tool.name: tool for tool in seq.tools}
+    )
     schemas: dict[str, Any] = {}
-    for tool in seq.tools:
+    for key, tool in tools.items():
         if tool.tool_type != "function":
             continue
         checkable = cache.validator(tool) is not None
-        schemas[tool.name] = json_schema(tool.parameters) if checkable else None
+        schemas[key] = json_schema(tool.parameters) if checkable else None
     return schemas
 
 

@@ -41,9 +41,11 @@ MESSAGE_ROLES: frozenset[str] = frozenset({"user", "assistant", "system", "devel
 _TEXT_FIELDS = frozenset({"text"})
 
 # Provider-run (hosted) tool items, kept opaque as ServerToolBlocks. The model emits the
-# calls; the ``*_output`` items and approval responses are the client's answers.
+# calls; the ``*_output`` items and approval responses are the client's answers, except
+# those the provider writes itself (``SERVER_ANSWERS``).
 HOSTED_CALLS: frozenset[str] = frozenset(
     {
+        "program",
         "web_search_call",
         "file_search_call",
         "computer_call",
@@ -66,8 +68,14 @@ HOSTED_ANSWERS: frozenset[str] = frozenset(
         "apply_patch_call_output",
         "mcp_approval_response",
         "tool_search_output",
+        "program_output",
+        "additional_tools",
     }
 )
+# Written by the provider in its answer, so they belong to the assistant's turn: what a
+# program it ran returned, and the tools a tool search loaded. A ``tool_search_output`` is
+# the client's only when it ran the search itself (``execution: client``).
+SERVER_ANSWERS: frozenset[str] = frozenset({"program_output", "additional_tools"})
 CALL_ITEMS: dict[str, Literal["function", "custom"]] = {
     "function_call": "function",
     "custom_tool_call": "custom",
@@ -292,8 +300,10 @@ class ItemParser:
         )
 
     def _hosted(self, prefix: str, kind: str, item: dict[str, Any]) -> AnyBlock:
-        answer = kind in HOSTED_ANSWERS and not (
-            kind == "tool_search_output" and item.get("execution") != "client"
+        answer = (
+            kind in HOSTED_ANSWERS
+            and kind not in SERVER_ANSWERS
+            and not (kind == "tool_search_output" and item.get("execution") != "client")
         )
         call_id = item.get("call_id")
         modelled = frozenset({"call_id"}) if isinstance(call_id, str) else frozenset()

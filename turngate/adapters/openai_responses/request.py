@@ -72,7 +72,7 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
     elif "input" in body:
         envelope["input"] = input_in
     tools_in = body.get("tools")
-    tools = tuple(_parse_tool(t) for t in tools_in) if isinstance(tools_in, list) else ()
+    tools = tuple(parse_tool(t) for t in tools_in) if isinstance(tools_in, list) else ()
     if "tools" in body and not isinstance(tools_in, list):
         envelope["tools"] = tools_in
     max_tokens = body.get("max_output_tokens")
@@ -103,7 +103,7 @@ def _history_held_upstream(body: Mapping[str, Any], messages: list[Message]) -> 
     )
 
 
-def _parse_tool(native: Any) -> ToolDef:
+def parse_tool(native: Any) -> ToolDef:
     if not isinstance(native, dict):
         return ToolDef(name=type(native).__name__, tool_type="hosted", attrs={"$native": native})
     kind, name = native.get("type"), native.get("name")
