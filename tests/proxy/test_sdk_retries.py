@@ -101,3 +101,28 @@ async def test_the_sdks_own_retry_of_an_in_flight_request_gets_the_answer_replay
     assert again.retries_taken == 1
     assert posts(stack) == 3
     assert len(stack.upstream.received) == 1
+
+
+@pytest.mark.parametrize("hosted", [True, False], ids=["web-search", "functions-only"])
+async def test_a_lost_answer_is_not_resent_by_the_sdk_when_the_provider_runs_tools(
+    make_stack: Any, hosted: bool
+) -> None:
+    """The answer broke off after the bytes were out: the provider may have acted on them.
+    With a provider-run tool (web search, code, MCP) the SDK's retry would run it again."""
+    stack: Stack = await make_stack()
+    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, drop_after=10, linger=0.05))
+    tools: list[Any] = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
+    if hosted:
+        tools.append({"type": "web_search"})
+    async with openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1")) as sdk:
+        with pytest.raises(openai.InternalServerError) as raised:
+            await sdk.responses.create(model="gpt-4o", input="Today's news?", tools=tools)
+    assert raised.value.status_code == 502
+    headers = raised.value.response.headers
+    if hosted:
+        assert headers["x-should-retry"] == "false"
+        assert len(stack.upstream.received) == 1
+    else:
+        # Only the client's own tools: a retry runs nothing twice, and the SDK retries.
+        assert "x-should-retry" not in headers
+        assert len(stack.upstream.received) == 3

@@ -50,7 +50,7 @@ from turngate.proxy.observe import DispatchObserver, quiet_observer
 from turngate.proxy.replay import RecordedStream, commit_answer, commit_streamed, quietly
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
-from turngate.proxy.stream import StreamEnd, StreamSession, plan
+from turngate.proxy.stream import StreamEnd, StreamSession, plan, provider_runs_tools
 from turngate.proxy.turn_check import call_schemas, check_turn
 from turngate.proxy.upstream import (
     WatchedBody,
@@ -126,6 +126,8 @@ class Attempt:
         self._send_folded = False
         # False once a terminal outcome (commit, fail, lose) has been recorded.
         self.open = True
+        # True once LOSE was: the provider may have acted on the bytes (UNKNOWN).
+        self.lost = False
         self.headers = {
             "Turngate-Operation-Id": self.manifest.operation_id,
             "Turngate-Manifest-Digest": self.manifest.digest,
@@ -452,7 +454,12 @@ class Attempt:
         )
 
     def error(self, error: TurngateError) -> web.Response:
-        return error_response(self.manifest.api, error, self.headers)
+        headers = self.headers
+        if self.lost and provider_runs_tools(self.seq):
+            # The provider may have run its own tools for this attempt: the SDK's retry of
+            # a 502 or 504, a new request to turngate, would have them run again.
+            headers = {**headers, "x-should-retry": "false"}
+        return error_response(self.manifest.api, error, headers)
 
     async def move(
         self,
@@ -466,6 +473,7 @@ class Attempt:
         write). The client's answer never waits on a broken store."""
         if transition in _OUTCOMES:
             self.open = False
+            self.lost = transition is Transition.LOSE
         if transition is not Transition.SEND:
             await self.recorded_send()
         try:

@@ -29,6 +29,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from turngate.adapters.openai_responses.tools import is_namespace
 from turngate.adapters.relay import StreamRelay
 from turngate.adapters.sse import MARK_STYLES, MarkStyle
 from turngate.errors import BadRequestBody, StateConflict
@@ -106,6 +107,15 @@ class StreamPlan:
     resumable: bool
 
 
+def provider_runs_tools(seq: MessageSequence) -> bool:
+    """Whether the provider may run a tool of this request itself (web search, code, MCP):
+    sent twice, it may run it twice. A Responses namespace only groups the client's own."""
+    return any(
+        tool.tool_type == "hosted" and not is_namespace(tool.attrs.get("$native"))
+        for tool in seq.tools
+    )
+
+
 def plan(
     headers: CIMultiDictProxy[str], seq: MessageSequence, *, enforced: bool, buffer: bool
 ) -> StreamPlan:
@@ -114,7 +124,7 @@ def plan(
     after a drop), no provider-side conversation it would be appended to."""
     envelope = seq.envelope
     background = envelope.get("background") is True
-    hosted = any(tool.tool_type == "hosted" for tool in seq.tools)
+    hosted = provider_runs_tools(seq)
     return StreamPlan(
         marks=stream_marks(headers, seq.api),
         observe_only=not enforced,

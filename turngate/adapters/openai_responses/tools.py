@@ -36,11 +36,11 @@ def _add(found: dict[str, ToolDef], tools: Iterable[ToolDef], namespace: str | N
             found[qualified_name(namespace, tool.name)] = tool
             continue
         native: Any = tool.attrs.get("$native")
-        if namespace is None and _is_namespace(native):
+        if namespace is None and is_namespace(native):
             _add(found, (parse_tool(member) for member in native["tools"]), native["name"])
 
 
-def _is_namespace(native: Any) -> bool:
+def is_namespace(native: Any) -> bool:
     return (
         isinstance(native, dict)
         and native.get("type") == "namespace"
