@@ -12,8 +12,10 @@ COMMIT (one write, one fsync, one trip to the store's thread instead of two), an
 whose headers come sooner has it written with its STREAM. Either way the operation is in
 flight from its claim (DISPATCHING and SENT both become UNKNOWN after a crash), and every
 other outcome writes SEND first. A transport failure before the bytes were out is FAILED
-when the connection was never made, UNKNOWN otherwise. The store is written in order:
-each transition waits for the one before it.
+when the connection was never made, UNKNOWN otherwise, except that a connection the
+upstream closed before its status line (a kept-alive connection it had closed as idle) is
+FAILED and the request sent again, once, when that is safe (``may_send_again``). The store
+is written in order: each transition waits for the one before it.
 
 A streamed answer goes through ``StreamSession`` (stream.py): COMMITTED only once the
 relay holds a canonical turn, and the client sees the end only after that. A stream the
@@ -50,7 +52,14 @@ from turngate.proxy.observe import DispatchObserver, quiet_observer
 from turngate.proxy.replay import RecordedStream, commit_answer, commit_streamed, quietly
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
-from turngate.proxy.stream import StreamEnd, StreamSession, plan, provider_runs_tools
+from turngate.proxy.stream import (
+    RESENT,
+    StreamEnd,
+    StreamSession,
+    plan,
+    provider_runs_tools,
+    retry_safe,
+)
 from turngate.proxy.turn_check import call_schemas, check_turn
 from turngate.proxy.upstream import (
     WatchedBody,
@@ -66,6 +75,9 @@ from turngate.state.store import ClaimConflict, OperationRecord
 log = logging.getLogger("turngate.proxy")
 
 _TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+# A reset or an end of the connection before the status line (not a timeout: a slow
+# provider is still at work).
+_CLOSED_BEFORE_ANSWER = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 _OUTCOMES = frozenset({Transition.COMMIT, Transition.FAIL, Transition.LOSE})
 QUARANTINE_LOG = "quarantine"
 QUARANTINE_KEEP = 1000
@@ -128,6 +140,9 @@ class Attempt:
         self.open = True
         # True once LOSE was: the provider may have acted on the bytes (UNKNOWN).
         self.lost = False
+        # A non-streamed request's second attempt after its connection closed unanswered
+        # (a stream counts its own retries).
+        self.resent = False
         self.headers = {
             "Turngate-Operation-Id": self.manifest.operation_id,
             "Turngate-Manifest-Digest": self.manifest.digest,
@@ -181,6 +196,9 @@ class Attempt:
         try:
             upstream = await self.send(outbound)
         except _TRANSPORT_ERRORS as exc:
+            if self.may_send_again(exc):
+                await self.move(Transition.FAIL, detail=RESENT)
+                return RETRY
             return await self.send_failed(exc)
         async with upstream:
             self.mark_sent()
@@ -214,7 +232,6 @@ class Attempt:
 
         This attempt is FAILED already: its upstream closed before sending a byte.
         """
-        assert self.stream is not None
         now = self.services.clock()
         draft = dataclasses.replace(
             self.manifest,
@@ -251,9 +268,11 @@ class Attempt:
             observer=self.observer,
             client_key=self.client_key,
         )
-        # A conversation-less request is its own slot: its retry is attempt 1 of a new one.
-        generation = max(record.manifest.attempt, self.stream.relay.generation + 1)
-        await self.stream.restart(generation)
+        following.resent = True
+        if self.stream is not None:
+            # A conversation-less request is its own slot: its retry is attempt 1 of a new one.
+            generation = max(record.manifest.attempt, self.stream.relay.generation + 1)
+            await self.stream.restart(generation)
         return following
 
     async def _settle(self, detail: str) -> None:
@@ -316,6 +335,19 @@ class Attempt:
             self._send_timer = None
         self._send_folded = True
         return True
+
+    def may_send_again(self, exc: BaseException) -> bool:
+        """The upstream closed the connection before a byte of its answer, as a server does
+        with a kept-alive connection it has just closed as idle (a gateway that keeps them
+        5 s, aiohttp 15 s): the request is sent again, once, on another connection, when the
+        provider cannot have done anything unseen that would matter twice (``retry_safe``)."""
+        if not isinstance(exc, _CLOSED_BEFORE_ANSWER) or isinstance(
+            exc, aiohttp.ClientConnectorError
+        ):
+            return False
+        if self.stream is not None:
+            return self.stream.plan.retry_safe and self.stream.retries == 0
+        return not self.resent and retry_safe(self.seq, enforced=self.enforced)
 
     async def send_failed(self, exc: BaseException) -> web.StreamResponse:
         error = unavailable(exc)

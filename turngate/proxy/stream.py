@@ -58,6 +58,7 @@ MAX_RESUMES = 3
 PIECE = 16 * 1024
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 RETRIED = "retried: the upstream closed the stream before its first byte"
+RESENT = "retried: the upstream closed the connection before answering"
 NO_BYTE = "the upstream closed the stream before its first byte"
 # What a committed stream's upstream gets to end its body after the terminator, so that its
 # connection goes back to the pool (a new one costs the provider's TLS handshake).
@@ -122,15 +123,25 @@ def plan(
     """A retry is safe only when nothing the provider might do before its first byte can
     matter twice: no provider-run (hosted) tools, no background response (it keeps running
     after a drop), no provider-side conversation it would be appended to."""
-    envelope = seq.envelope
-    background = envelope.get("background") is True
-    hosted = provider_runs_tools(seq)
+    background = seq.envelope.get("background") is True
     return StreamPlan(
         marks=stream_marks(headers, seq.api),
         observe_only=not enforced,
         buffer=buffer and enforced,
-        retry_safe=enforced and not hosted and not background and "conversation" not in envelope,
+        retry_safe=retry_safe(seq, enforced=enforced),
         resumable=enforced and background and seq.api == "openai_responses",
+    )
+
+
+def retry_safe(seq: MessageSequence, *, enforced: bool) -> bool:
+    """Whether the same bytes may be sent again after the upstream closed before its first
+    byte: nothing the provider might do unseen can matter twice (docs/streams.md)."""
+    envelope = seq.envelope
+    return (
+        enforced
+        and not provider_runs_tools(seq)
+        and envelope.get("background") is not True
+        and "conversation" not in envelope
     )
 
 
