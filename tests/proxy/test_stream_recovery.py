@@ -14,7 +14,7 @@ import pytest
 from tests.adapters import stream_faults as faults
 from tests.adapters.test_stream_encoders import EXPECTED_ERRORS, client_calls, relay, sdk_read
 from tests.adapters.test_stream_encoders import _is_native_error as is_native_error
-from tests.fixtures_dir import COUNTS, FIXTURES_PRESENT, fixture_paths
+from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, fixture_paths
 from tests.proxy.stream_support import (
     ROUTES,
     TERMINATORS,
@@ -344,18 +344,54 @@ async def test_a_commit_the_store_refuses_never_shows_the_end(stream_stack: Stac
     assert record.state is DispatchState.STREAMING  # what the store last accepted
 
 
-async def test_a_client_that_leaves_mid_stream_leaves_the_operation_unknown(
-    stream_stack: StackFactory,
+def _tool_frame_end(data: bytes, index: int) -> int:
+    """Where the frame that starts the Chat tool call ``index`` ends."""
+    marker = b'"tool_calls":[{"index":%d,"id"' % index
+    return next(
+        e
+        for e, f in zip(faults.frame_ends(data), faults.split_frames(data), strict=True)
+        if marker in f.raw
+    )
+
+
+@pytest.mark.parametrize(
+    ("leave_at", "hosted", "state"),
+    [
+        ("first frame", False, DispatchState.FAILED),
+        ("a tool call delivered", False, DispatchState.UNKNOWN),
+        ("first frame", True, DispatchState.UNKNOWN),
+    ],
+    ids=["nothing-delivered", "call-delivered", "provider-run-tool"],
+)
+async def test_a_client_that_leaves_mid_stream(
+    stream_stack: StackFactory, leave_at: str, hosted: bool, state: DispatchState
 ) -> None:
-    path = tool_stream("openai_chat")
+    """turngate closes the upstream when its client leaves, which ends the generation. The
+    attempt is over (FAILED: the client's next request for the revision is sent at once)
+    unless a tool call had reached the client, who may be running it, or the provider may
+    have run a tool of its own: then UNKNOWN, the revision held until its deadline."""
+    api = "openai_responses" if hosted else "openai_chat"
+    path = (
+        tool_stream(api)
+        if hosted
+        else FIXTURES_DIR / "openai-chat" / "pai-parallel-2-tool-calls.sse"
+    )
     data = path.read_bytes()
     stack = await stream_stack()
     gate = asyncio.Event()
-    stack.upstream.default = Script(data, gate_at=faults.frame_ends(data)[0], gate=gate)
-    body = orjson.dumps(recorded_request(path))
-    url = stack.url + ROUTES["openai_chat"]
-    async with stack.client.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
-        await r.content.readany()
+    # The second call's first frame commits the first: the client has it whole.
+    at = faults.frame_ends(data)[0] if leave_at == "first frame" else _tool_frame_end(data, 1)
+    stack.upstream.default = Script(data, gate_at=at, gate=gate)
+    request = recorded_request(path)
+    if hosted:
+        request["tools"] = [*request.get("tools", []), {"type": "web_search"}]
+    url = stack.url + ROUTES[api]
+    headers = {"Content-Type": "application/json", **CONVERSATION}
+    delivered = b'"tool_calls":[{"index":0'
+    async with stack.client.post(url, data=orjson.dumps(request), headers=headers) as r:
+        seen = await r.content.readany()
+        while leave_at != "first frame" and delivered not in seen:
+            seen += await r.content.readany()
         operation = r.headers["Turngate-Operation-Id"]
     gate.set()
     for _ in range(100):
@@ -364,7 +400,17 @@ async def test_a_client_that_leaves_mid_stream_leaves_the_operation_unknown(
         if record.state is not DispatchState.STREAMING:
             break
         await asyncio.sleep(0.02)
-    assert record.state is DispatchState.UNKNOWN
+    assert record.state is state
+    assert record.history[-1].detail is not None
+    assert record.history[-1].detail.startswith("c")  # "client disconnected", or cancelled
+    stack.upstream.default = Script(data)
+    again = await stack.post(api, request, CONVERSATION)
+    if state is DispatchState.FAILED:
+        assert (again.status, again.broken) == (200, False)
+        assert len(stack.upstream.received) == 2
+    else:
+        assert again.status == 409
+        assert len(stack.upstream.received) == 1
 
 
 async def test_shadow_mode_relays_the_upstream_unchanged(stream_stack: StackFactory) -> None:

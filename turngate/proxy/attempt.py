@@ -186,7 +186,7 @@ class Attempt:
             with self.observer.upstream(self.request.method, self.route.upstream_url):
                 return await self._run(outbound)
         except asyncio.CancelledError:
-            await asyncio.shield(self._settle("cancelled"))
+            await asyncio.shield(self.abandon("cancelled"))
             raise
         except Exception:
             await self._settle("internal_error")
@@ -276,8 +276,25 @@ class Attempt:
         return following
 
     async def _settle(self, detail: str) -> None:
-        """After a cancellation or a bug: the outcome is unknown unless already recorded."""
+        """After a bug: the outcome is unknown unless already recorded."""
         if self.open:
+            await self.move(Transition.LOSE, detail=detail)
+
+    async def abandon(self, detail: str) -> None:
+        """turngate stops the attempt itself (its client left, or the process stops) and
+        closes the upstream connection, which ends a provider's generation. When the provider
+        cannot have done anything unseen that would matter twice (``retry_safe``) and no tool
+        call reached the client, the attempt is over: FAILED, so the revision is free for the
+        client's next request at once, not after ``--unknown-deadline``. Otherwise UNKNOWN."""
+        if not self.open:
+            return
+        if self.stream is not None:
+            over = self.stream.plan.retry_safe and not self.stream.delivered_a_tool_call()
+        else:
+            over = retry_safe(self.seq, enforced=self.enforced)
+        if over:
+            await self.move(Transition.FAIL, detail=f"{detail}: turngate closed the upstream")
+        else:
             await self.move(Transition.LOSE, detail=detail)
 
     # -- send ----------------------------------------------------------------------------

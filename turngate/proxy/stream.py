@@ -35,7 +35,7 @@ from turngate.adapters.sse import MARK_STYLES, MarkStyle
 from turngate.errors import BadRequestBody, StateConflict
 from turngate.graph.assembler import MISSING_STOP, STREAM_TRUNCATED
 from turngate.graph.capabilities import Capabilities
-from turngate.graph.model import ApiName, MessageSequence
+from turngate.graph.model import ApiName, MessageSequence, ToolCallBlock
 from turngate.graph.schema_check import ToolSchemas
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.upstream import (
@@ -59,6 +59,7 @@ PIECE = 16 * 1024
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 RETRIED = "retried: the upstream closed the stream before its first byte"
 RESENT = "retried: the upstream closed the connection before answering"
+CLIENT_LEFT = "client disconnected"
 NO_BYTE = "the upstream closed the stream before its first byte"
 # What a committed stream's upstream gets to end its body after the terminator, so that its
 # connection goes back to the pool (a new one costs the provider's TLS handshake).
@@ -164,6 +165,8 @@ class StreamOwner(Protocol):
 
     async def quarantine(self, entry: dict[str, Any]) -> None: ...
 
+    async def abandon(self, detail: str) -> None: ...
+
 
 class Stop(StrEnum):
     """Why one upstream connection stopped being read."""
@@ -247,8 +250,7 @@ class StreamSession:
                 await _finish_body(upstream)
         except ClientGone:
             abort(self.request)
-            if owner.open:
-                await owner.move(Transition.LOSE, detail="client disconnected")
+            await owner.abandon(CLIENT_LEFT)
             return StreamEnd.CLIENT_GONE
         late = self.relay.quarantine[self._quarantined :]
         if late:
@@ -258,6 +260,10 @@ class StreamSession:
             reasons = "; ".join(dict.fromkeys(q.reason for q in late))
             await owner.quarantine({"reason": reasons, "events": len(late)})
         return end
+
+    def delivered_a_tool_call(self) -> bool:
+        """Whether a tool call went out as committed: the client may be running it."""
+        return any(isinstance(b, ToolCallBlock) for b in self.relay.assembler.committed)
 
     async def restart(self, generation: int) -> None:
         """A retry takes over: events of the old generation are quarantined from now on."""
