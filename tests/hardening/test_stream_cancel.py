@@ -1,7 +1,9 @@
 """A stream's handler cancelled mid-stream (a shutdown past its drain timeout, a handler
 timeout): the relay reads the upstream in a task of its own (``StreamSession._pumped``),
 and cancelling the handler must cancel that task too. Nothing goes on reading the upstream,
-the client's body is cut rather than ended, and the operation is UNKNOWN, never COMMITTED."""
+the client's body is cut rather than ended, and the operation is never COMMITTED: FAILED,
+as turngate closed the upstream with no tool call delivered (UNKNOWN otherwise, see
+tests/proxy/test_stream_recovery.py)."""
 
 from __future__ import annotations
 
@@ -88,5 +90,6 @@ async def test_cancelling_a_streams_handler_stops_its_upstream_reads(
     # The upstream's writes stop soon after: nothing reads its connection any more.
     assert served[0] <= pings_at_cancel + 2
     record = await operation(stack, operation_id)
-    assert record["state"] == "UNKNOWN", states(record)
+    assert record["state"] == "FAILED", states(record)
+    assert record["history"][-1]["detail"] == "cancelled: turngate closed the upstream"
     assert "COMMITTED" not in states(record)
