@@ -20,8 +20,6 @@ from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.stack import OPENAI_KEY, Stack
-from turngate.adapters.openai_responses.request import parse_request
-from turngate.proxy.stream import provider_runs_tools
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
 
@@ -254,12 +252,3 @@ async def test_a_program_and_what_it_returned_come_back_as_the_committed_turn(
         await client.responses.create(**{**request, "input": history})
     assert [r.json()["input"] for r in stack.upstream.received][-1] == history
     assert len(stack.upstream.received) == 3
-
-
-def test_a_namespace_is_the_clients_tools_and_a_hosted_tool_the_providers() -> None:
-    """What decides whether a stream closed before its first byte may be sent again, and
-    whether the SDK may resend a lost answer: nothing the provider runs itself."""
-    request = in_namespace(recorded("pai-nonstream-function-call.request.json"))
-    assert not provider_runs_tools(parse_request(request))
-    request["tools"].append({"type": "web_search"})
-    assert provider_runs_tools(parse_request(request))

@@ -111,8 +111,9 @@ class StreamPlan:
 
 def provider_runs_tools(seq: MessageSequence) -> bool:
     """Whether the provider may run a tool of this request itself (web search, code, MCP):
-    sent twice, it may run it twice. A Responses namespace only groups the client's own."""
-    return any(
+    sent twice, it may run it twice. A Responses namespace only groups the client's own;
+    Anthropic's ``mcp_servers`` lets the provider call those servers' tools."""
+    return "mcp_servers" in seq.envelope or any(
         tool.tool_type == "hosted" and not is_namespace(tool.attrs.get("$native"))
         for tool in seq.tools
     )
