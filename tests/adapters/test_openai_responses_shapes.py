@@ -137,6 +137,29 @@ def body_of(*items: Any, **extra: Any) -> dict[str, Any]:
         pytest.param(
             body_of(
                 {"role": "user", "content": "q"},
+                {"type": "configuration_update", "id": "cfg_1", "reasoning": {"effort": "high"}},
+                {
+                    "type": "program",
+                    "id": "prg_1",
+                    "call_id": "p1",
+                    "code": "x",
+                    "fingerprint": "f",
+                },
+                {
+                    "type": "program_output",
+                    "id": "po_1",
+                    "call_id": "p1",
+                    "result": "r",
+                    "status": "completed",
+                },
+                {"type": "additional_tools", "id": "at_1", "role": "developer", "tools": []},
+                tools=[{"type": "namespace", "name": "crm", "description": "d", "tools": []}],
+            ),
+            id="programs-and-settings",
+        ),
+        pytest.param(
+            body_of(
+                {"role": "user", "content": "q"},
                 {
                     "type": "function_call",
                     "id": "fc_1",

@@ -209,7 +209,8 @@ async def test_a_program_and_what_it_returned_come_back_as_the_committed_turn(
     make_stack: StackFactory,
 ) -> None:
     """Programmatic tool calling over three requests of one conversation: the program and
-    its call, the client's result, the program's output and the tools it loaded."""
+    its call, the client's result, the program's output and the tools it loaded; then a
+    configuration update and the next question."""
     stack = await make_stack()
     request = in_namespace(recorded("pai-nonstream-function-call.request.json"))
     first = calling(
@@ -247,7 +248,9 @@ async def test_a_program_and_what_it_returned_come_back_as_the_committed_turn(
         await client.responses.create(**{**request, "input": history})
 
         # The whole history back, the provider's items as it wrote them: one more turn.
-        history = [*history, *second["output"], {"role": "user", "content": "And Spain?"}]
+        # ... with the reasoning effort changed from here on (a developer's item).
+        settings = {"type": "configuration_update", "reasoning": {"effort": "high"}}
+        history = [*history, *second["output"], settings, {"role": "user", "content": "And Spain?"}]
         stack.upstream.reply(Reply.json(recorded("pai-nonstream-after-function-output.json")))
         await client.responses.create(**{**request, "input": history})
     assert [r.json()["input"] for r in stack.upstream.received][-1] == history

@@ -81,6 +81,10 @@ CALL_ITEMS: dict[str, Literal["function", "custom"]] = {
     "custom_tool_call": "custom",
 }
 
+# Items that steer the provider and carry no content: compact the history now, and change
+# the reasoning or text settings from here on. Both are the client's (user-side: compression
+# blocks never sit in system messages, the scope_crossing rule).
+CONTROL_ITEMS: frozenset[str] = frozenset({"compaction_trigger", "configuration_update"})
 # Adapter note on CompressionBlocks that are not ``compaction`` items.
 ITEM_NOTE = "$item"
 # Adapter note on a FileBlock whose ``file_data`` was bare base64, not a data URL.
@@ -123,8 +127,8 @@ class ItemParser:
             block = self._reasoning(prefix, item)
         elif kind == "compaction":
             block = self._compaction(prefix, item)
-        elif kind == "compaction_trigger":
-            block = self._compaction_trigger(prefix, item)
+        elif kind in CONTROL_ITEMS:
+            block = self._control(prefix, kind, item)
         elif kind in HOSTED_CALLS or kind in HOSTED_ANSWERS:
             block = self._hosted(prefix, kind, item)
         else:
@@ -328,9 +332,11 @@ class ItemParser:
             **self.common(f"{prefix}.b0", "assistant"),
         )
 
-    def _compaction_trigger(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
+    def _control(self, prefix: str, kind: str, item: dict[str, Any]) -> AnyBlock:
+        """A client's instruction to the provider about the conversation, not part of it,
+        kept as it came (a CompressionBlock with no payload, noted with its item type)."""
         attrs = dict(item)
-        attrs[ITEM_NOTE] = "compaction_trigger"
+        attrs[ITEM_NOTE] = kind
         return CompressionBlock(
             provider=API,
             payload="",

@@ -17,6 +17,7 @@ from turngate.adapters.openai_chat.request import OrderCounter, data_url
 from turngate.adapters.openai_responses.items import (
     API,
     BARE_NOTE,
+    CONTROL_ITEMS,
     ITEM_NOTE,
     ItemParser,
 )
@@ -294,7 +295,7 @@ def render_item_block(block: AnyBlock, shape: str, custom_calls: set[str]) -> An
         note = attrs.pop(ITEM_NOTE, "compaction")
         if note == "item_reference":
             return merged({"id": block.payload}, attrs)
-        if note == "compaction_trigger":
+        if note in CONTROL_ITEMS:
             return attrs
         out = merged({"encrypted_content": block.payload}, attrs)
         out.setdefault("type", "compaction")
