@@ -19,6 +19,12 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
     native = choice.get("message")
     if not isinstance(native, dict):
         raise UpstreamProtocolError("chat completion choice has no message")
+    if native.get("function_call"):
+        # As a stream refuses it: a call turngate cannot check is never delivered.
+        raise UpstreamProtocolError(
+            "chat answer carries 'function_call', which turngate does not model",
+            rule="unknown_kind",
+        )
     message = parse_message(0, native, OrderCounter())
     usage = body.get("usage")
     handle, model = body.get("id"), body.get("model")

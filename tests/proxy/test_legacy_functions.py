@@ -1,0 +1,61 @@
+"""Deprecated function calling (``functions``, ``function_call``, ``role: function``) through
+the openai SDK: turngate does not model it, so it refuses it before sending anything, and an
+answer that carries a ``function_call`` anyway (some OpenAI-compatible servers answer so) is
+never delivered, whole or half."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.stack import OPENAI_KEY, Stack
+
+WEATHER = {
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+QUESTION = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+def sdk(stack: Stack) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0)
+
+
+async def test_functions_are_refused_before_anything_is_sent(make_stack: Any) -> None:
+    stack: Stack = await make_stack()
+    async with sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as raised:
+            await client.chat.completions.create(
+                model="gpt-4o",
+                messages=QUESTION,  # type: ignore[arg-type]
+                functions=[WEATHER],  # type: ignore[list-item]
+            )
+    assert raised.value.code == "unknown_kind"
+    assert "declare the same functions as 'tools'" in raised.value.message
+    assert stack.upstream.received == []
+
+
+@pytest.mark.parametrize("arguments", ['{"city": "Par', '{"city": "Paris"}'], ids=["half", "whole"])
+async def test_an_answer_with_a_function_call_is_never_delivered(
+    make_stack: Any, arguments: str
+) -> None:
+    stack: Stack = await make_stack()
+    message = {"role": "assistant", "content": None}
+    message["function_call"] = {"name": "get_weather", "arguments": arguments}  # type: ignore[assignment]
+    choice = {"index": 0, "finish_reason": "function_call", "message": message}
+    answer = {"id": "chatcmpl-legacy", "object": "chat.completion", "model": "gpt-4o"}
+    stack.upstream.reply(Reply.json({**answer, "choices": [choice]}))
+    async with sdk(stack) as client:
+        with pytest.raises(openai.APIStatusError) as raised:
+            await client.chat.completions.create(
+                model="gpt-4o",
+                messages=QUESTION,  # type: ignore[arg-type]
+                tools=[{"type": "function", "function": WEATHER}],  # type: ignore[list-item]
+            )
+    assert raised.value.status_code == 502
+    assert raised.value.response.headers["Turngate-Rejection"] == "unknown_kind"
+    assert "get_weather" not in raised.value.response.text
+    assert len(stack.upstream.received) == 1
