@@ -29,6 +29,22 @@ CHAT_ANSWER = Reply.json(
 )
 
 
+def claude_answer(text: str, message_id: str = "msg_test") -> Reply:
+    """A minimal valid Anthropic Messages answer: one text block."""
+    return Reply.json(
+        {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-haiku-4-5-20251001",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 40, "output_tokens": 6},
+        }
+    )
+
+
 async def post(
     stack: Stack,
     path: str,

@@ -11,8 +11,7 @@ import orjson
 import pytest
 
 from tests.proxy import anthropic_v0
-from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import operation, post
+from tests.proxy.helpers import claude_answer, operation, post
 from tests.proxy.policy_stack import shadow_records, start_policy_stack
 from tests.proxy.stack import ANTHROPIC_KEY, Stack
 from turngate.policies.loading import PolicyConfigError
@@ -27,18 +26,7 @@ REGISTRY = AdapterRegistry().register(anthropic_v0.VERSION)
 PINNED_OLD = {
     "routes": [{"match": {"prefix": "anthropic"}, "adapter_versions": {"anthropic": "0"}}]
 }
-ANSWER = Reply.json(
-    {
-        "id": "msg_rollback",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-haiku-4-5-20251001",
-        "content": [{"type": "text", "text": "Next: the budget."}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 40, "output_tokens": 6},
-    }
-)
+ANSWER = claude_answer("Next: the budget.", "msg_rollback")
 
 
 def turn(*messages: dict[str, Any]) -> dict[str, Any]:

@@ -14,24 +14,12 @@ import anthropic
 import openai
 import pytest
 
-from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import CHAT_ANSWER
+from tests.proxy.helpers import CHAT_ANSWER, claude_answer
 from tests.proxy.stack import ANTHROPIC_KEY, OPENAI_KEY, Stack
 
 HI = [{"role": "user", "content": "Hi"}]
 OTHER = [{"role": "user", "content": "Something else"}]
-CLAUDE_ANSWER = Reply.json(
-    {
-        "id": "msg_retry",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-haiku-4-5-20251001",
-        "content": [{"type": "text", "text": "hello"}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 3, "output_tokens": 1},
-    }
-)
+CLAUDE_ANSWER = claude_answer("hello", "msg_retry")
 
 
 def posts(stack: Stack) -> int:
