@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from turngate.adapters.base import several_answers
 from turngate.adapters.gemini.parts import OrderCounter, Spelling
 from turngate.adapters.gemini.request import parse_content, render_content
 from turngate.errors import BadRequestBody, UpstreamProtocolError
@@ -25,6 +26,11 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
     handle = body.get(spelling.read(body, "responseId") or "")
     model = body.get(spelling.read(body, "modelVersion") or "")
     usage = body.get(spelling.read(body, "usageMetadata") or "")
+    if isinstance(candidates, list) and any(_calls_tools(c) for c in candidates[1:]):
+        raise UpstreamProtocolError(
+            several_answers("the answer holds several candidates with function calls"),
+            rule="unsupported_in_target",
+        )
     if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict):
         candidate = candidates[0]
         content = candidate.get("content", {"role": "model", "parts": []})
@@ -74,3 +80,11 @@ def history_content(message: Message) -> dict[str, Any]:
     rendered = render_content(message)
     assert isinstance(rendered, dict)
     return rendered
+
+
+def _calls_tools(candidate: Any) -> bool:
+    content = candidate.get("content") if isinstance(candidate, dict) else None
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return isinstance(parts, list) and any(
+        isinstance(p, dict) and ("functionCall" in p or "function_call" in p) for p in parts
+    )

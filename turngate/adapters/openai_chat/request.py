@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, cast
 
-from turngate.adapters.base import RouteInfo, default_trust, merged, remainder
-from turngate.errors import BadRequestBody, UnknownKind
+from turngate.adapters.base import RouteInfo, default_trust, merged, remainder, several_answers
+from turngate.errors import BadRequestBody, UnknownKind, UnsupportedInTarget
 from turngate.graph.codec import arguments_complete
 from turngate.graph.model import (
     AnyBlock,
@@ -63,6 +63,9 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
         raise BadRequestBody("'messages' must be a list of messages", rule="invalid_request")
     if body.get("functions") is not None:
         raise UnknownKind(LEGACY_FUNCTIONS)
+    choices = body.get("n")
+    if body.get("stream") is True and isinstance(choices, int) and choices > 1:
+        raise UnsupportedInTarget(several_answers(f"a stream of n={choices} choices"))
     tools_in = body.get("tools")
     tools = tuple(_parse_tool(t) for t in tools_in) if isinstance(tools_in, list) else ()
     envelope = {k: v for k, v in body.items() if k not in ("messages", "tools")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from turngate.adapters.base import several_answers
 from turngate.adapters.openai_chat.request import OrderCounter, parse_message, render_message
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.model import Message
@@ -25,6 +26,12 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
             "chat answer carries 'function_call', which turngate does not model",
             rule="unknown_kind",
         )
+    for other in choices[1:]:
+        if isinstance(other, dict) and _calls_tools(other.get("message")):
+            raise UpstreamProtocolError(
+                several_answers("the answer holds several choices with tool calls (n > 1)"),
+                rule="unsupported_in_target",
+            )
     message = parse_message(0, native, OrderCounter())
     usage = body.get("usage")
     handle, model = body.get("id"), body.get("model")
@@ -53,3 +60,9 @@ def _usage(usage: Mapping[str, Any]) -> Usage:
 def history_message(message: Message) -> dict[str, Any]:
     """The assistant message a client sends back in its next request for this turn."""
     return render_message(message)
+
+
+def _calls_tools(message: Any) -> bool:
+    return isinstance(message, dict) and bool(
+        message.get("tool_calls") or message.get("function_call")
+    )
