@@ -136,8 +136,9 @@ def plan(
 
 
 def retry_safe(seq: MessageSequence, *, enforced: bool) -> bool:
-    """Whether the same bytes may be sent again after the upstream closed before its first
-    byte: nothing the provider might do unseen can matter twice (docs/streams.md)."""
+    """Whether nothing the provider might do unseen can matter twice: then the same bytes
+    may go out again after the upstream closed before its first byte, and an attempt
+    turngate ended itself (its client left) is over (docs/streams.md)."""
     envelope = seq.envelope
     return (
         enforced
