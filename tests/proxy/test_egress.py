@@ -19,6 +19,7 @@ from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import FakeUpstream
 from tests.proxy.forward_proxy import ForwardProxy
 from tests.proxy.helpers import CHAT_ANSWER
+from tests.proxy.helpers import operation as operation_of
 from tests.proxy.serve_process import ServeProcess
 from tests.proxy.stack import OPENAI_KEY
 from tests.state.redis_server import free_port
@@ -157,6 +158,9 @@ async def test_a_proxy_that_refuses_the_tunnel_is_a_502_with_nothing_sent(
     assert (asked.method, asked.target) == ("CONNECT", "127.0.0.1:9")
     assert PASSWORD not in raised.value.message
     assert PASSWORD not in caplog.text
+    # Nothing reached the provider: the attempt is over, its revision not held.
+    operation = raised.value.response.headers["Turngate-Operation-Id"]
+    assert (await operation_of(stack, operation))["state"] == "FAILED"
 
 
 @pytest.fixture

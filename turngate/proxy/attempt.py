@@ -371,7 +371,13 @@ class Attempt:
         self.observer.transport_failed(error.rule)
         if self._out:
             await self.move(Transition.LOSE, detail=error.rule)
-        elif isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+        elif isinstance(
+            exc,
+            aiohttp.ClientConnectorError
+            | aiohttp.ConnectionTimeoutError
+            # An egress proxy that refused the tunnel: nothing reached the provider.
+            | aiohttp.ClientHttpProxyError,
+        ):
             await self.move(Transition.FAIL, detail=error.rule)
         else:
             await self.move(Transition.LOSE, detail=error.rule)
