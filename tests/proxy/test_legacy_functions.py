@@ -1,7 +1,8 @@
 """Deprecated function calling (``functions``, ``function_call``, ``role: function``) through
 the openai SDK: turngate does not model it, so it refuses it before sending anything, and an
 answer that carries a ``function_call`` anyway (some OpenAI-compatible servers answer so) is
-never delivered, whole or half."""
+never delivered, whole or half. Shadow mode sends it, and a stream of several choices,
+unchanged, and records what enforcing would have refused."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import openai
 import pytest
 
 from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import CHAT_ANSWER as CHAT_TEXT
+from tests.proxy.policy_stack import shadow_records
 from tests.proxy.stack import OPENAI_KEY, Stack
 
 WEATHER = {
@@ -59,3 +62,31 @@ async def test_an_answer_with_a_function_call_is_never_delivered(
     assert raised.value.response.headers["Turngate-Rejection"] == "unknown_kind"
     assert "get_weather" not in raised.value.response.text
     assert len(stack.upstream.received) == 1
+
+
+async def test_shadow_mode_sends_both_unchanged_and_records_what_enforcing_would_refuse(
+    make_stack: Any,
+) -> None:
+    stack: Stack = await make_stack(mode="shadow")
+    stack.upstream.reply(CHAT_TEXT)
+    async with sdk(stack) as client:
+        answer = await client.chat.completions.create(
+            model="gpt-4o",
+            messages=QUESTION,  # type: ignore[arg-type]
+            functions=[WEATHER],  # type: ignore[list-item]
+        )
+        assert answer.choices[0].message.content == "hello"
+        stack.upstream.reply(Reply.fixture("openai-chat/pai-text-only.sse"))
+        chunks = await client.chat.completions.create(
+            model="gpt-4o",
+            messages=QUESTION,  # type: ignore[arg-type]
+            n=2,
+            stream=True,
+        )
+        assert [c async for c in chunks]
+    assert [r.json().get("functions", r.json().get("n")) for r in stack.upstream.received] == [
+        [WEATHER],
+        2,
+    ]
+    rules = [record["rules"] for record in await shadow_records(stack)]
+    assert rules == [["unsupported_in_target"], ["unknown_kind"]]

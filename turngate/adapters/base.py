@@ -26,15 +26,6 @@ class RouteInfo:
     stream: bool | None = None
 
 
-def several_answers(what: str) -> str:
-    """Why a request for several alternative answers, or an answer holding several with tool
-    calls, is refused: turngate commits one assistant turn per request."""
-    return (
-        f"turngate: {what}; turngate commits one assistant turn per request, and a stream or "
-        "tool calls of several alternatives cannot be checked as one"
-    )
-
-
 @dataclass(frozen=True)
 class ErrorResponse:
     """An error in an API's own envelope: status, JSON body and extra headers."""

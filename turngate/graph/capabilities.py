@@ -34,3 +34,6 @@ class Capabilities:
     call_id_pattern: str | None = None
     # Names of API-specific rules (graph/rules) the validator also runs.
     extra_rules: tuple[str, ...] = ()
+    # API-specific rules on the request's settings (its envelope), not its messages: they
+    # run on an outlined request too, without building its blocks.
+    request_rules: tuple[str, ...] = ()

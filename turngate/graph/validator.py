@@ -108,9 +108,14 @@ def validate(
     seq: MessageSequence, caps: Capabilities, *, role_forgery: ForgeryPolicy = "flag"
 ) -> Verdict:
     outline = seq.outline
-    if outline is not None and _outline_ready(outline, caps, scan=role_forgery != "allow"):
+    settings = _request_rules(seq, caps)
+    if (
+        outline is not None
+        and not settings
+        and _outline_ready(outline, caps, scan=role_forgery != "allow")
+    ):
         return _READY
-    found: list[Violation] = []
+    found: list[Violation] = [*settings]
     findings: list[Violation] = []
     reused_ids: list[Violation] = []
     scan = role_forgery != "allow"
@@ -165,6 +170,14 @@ def validate(
     else:
         status = "READY"
     return Verdict(status=status, violations=tuple(found), findings=tuple(findings))
+
+
+def _request_rules(seq: MessageSequence, caps: Capabilities) -> list[Violation]:
+    if not caps.request_rules:
+        return []
+    from turngate.graph.rules import run_rules
+
+    return run_rules(caps.request_rules, seq)
 
 
 def _outline_ready(outline: SequenceOutline, caps: Capabilities, *, scan: bool) -> bool:

@@ -27,6 +27,7 @@ CAPABILITIES = Capabilities(
         "gemini_response_turn_position",
         "gemini_response_count",
     ),
+    request_rules=("gemini_stream_candidates",),
 )
 
 

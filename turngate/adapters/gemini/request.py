@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from turngate.adapters.base import RouteInfo, merged, remainder, several_answers
+from turngate.adapters.base import RouteInfo, merged, remainder
 from turngate.adapters.gemini.parts import (
     NATIVE,
     SYNTHESIZED_ID,
@@ -28,7 +28,7 @@ from turngate.adapters.gemini.parts import (
     parse_part,
     render_part,
 )
-from turngate.errors import BadRequestBody, UnsupportedInTarget
+from turngate.errors import BadRequestBody
 from turngate.graph.model import (
     AnyBlock,
     ApiName,
@@ -65,9 +65,6 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
     contents_in = body.get("contents")
     if not isinstance(contents_in, list):
         raise BadRequestBody("'contents' must be a list of Content objects", rule="invalid_request")
-    count = _generation_setting(body, "candidateCount")
-    if route is not None and route.stream and isinstance(count, int) and count > 1:
-        raise UnsupportedInTarget(several_answers(f"a stream of candidateCount={count}"))
     order = OrderCounter()
     top = Spelling()
     messages: list[Message] = []
@@ -96,16 +93,12 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
 
 
 def _max_output_tokens(body: Mapping[str, Any]) -> int | None:
-    value = _generation_setting(body, "maxOutputTokens")
-    return value if isinstance(value, int) else None
-
-
-def _generation_setting(body: Mapping[str, Any], camel: str) -> Any:
     spelling = Spelling()
     config = body.get(spelling.read(body, "generationConfig") or "")
     if not isinstance(config, dict):
         return None
-    return config.get(spelling.read(config, camel) or "")
+    value = config.get(spelling.read(config, "maxOutputTokens") or "")
+    return value if isinstance(value, int) else None
 
 
 def _parse_system(native_in: Any, top: Spelling, order: OrderCounter) -> Message:

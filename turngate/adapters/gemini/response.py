@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from turngate.adapters.base import several_answers
 from turngate.adapters.gemini.parts import OrderCounter, Spelling
 from turngate.adapters.gemini.request import parse_content, render_content
 from turngate.errors import BadRequestBody, UpstreamProtocolError
 from turngate.graph.model import Message
+from turngate.graph.rules.answers import UNSUPPORTED, several_answers
 from turngate.graph.turn import AssistantTurn, Usage
 
 
@@ -29,7 +29,7 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
     if isinstance(candidates, list) and any(_calls_tools(c) for c in candidates[1:]):
         raise UpstreamProtocolError(
             several_answers("the answer holds several candidates with function calls"),
-            rule="unsupported_in_target",
+            rule=UNSUPPORTED,
         )
     if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict):
         candidate = candidates[0]

@@ -20,6 +20,7 @@ CAPABILITIES = Capabilities(
     result_window="tool_messages",
     merges_runs=False,
     max_call_id_length=40,
+    request_rules=("chat_legacy_functions", "chat_stream_choices"),
 )
 
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, cast
 
-from turngate.adapters.base import RouteInfo, default_trust, merged, remainder, several_answers
-from turngate.errors import BadRequestBody, UnknownKind, UnsupportedInTarget
+from turngate.adapters.base import RouteInfo, default_trust, merged, remainder
+from turngate.errors import BadRequestBody
 from turngate.graph.codec import arguments_complete
 from turngate.graph.model import (
     AnyBlock,
@@ -48,24 +48,10 @@ _TYPE_ONLY = frozenset({"type"})
 _TEXT_FIELDS = frozenset({"type", "text"})
 
 
-# Deprecated function calling: its answers carry one ``function_call`` with no id, answered
-# by ``role: function`` messages; turngate models only ``tools``. Refused before anything is
-# sent, and an answer carrying one is refused too (never relayed with half its arguments).
-LEGACY_FUNCTIONS = (
-    "turngate: 'functions' (deprecated function calling) is not supported; declare the same "
-    'functions as \'tools\' ({"type": "function", "function": {...}})'
-)
-
-
 def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> MessageSequence:
     messages_in = body.get("messages")
     if not isinstance(messages_in, list):
         raise BadRequestBody("'messages' must be a list of messages", rule="invalid_request")
-    if body.get("functions") is not None:
-        raise UnknownKind(LEGACY_FUNCTIONS)
-    choices = body.get("n")
-    if body.get("stream") is True and isinstance(choices, int) and choices > 1:
-        raise UnsupportedInTarget(several_answers(f"a stream of n={choices} choices"))
     tools_in = body.get("tools")
     tools = tuple(_parse_tool(t) for t in tools_in) if isinstance(tools_in, list) else ()
     envelope = {k: v for k, v in body.items() if k not in ("messages", "tools")}

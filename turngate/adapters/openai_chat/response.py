@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from turngate.adapters.base import several_answers
 from turngate.adapters.openai_chat.request import OrderCounter, parse_message, render_message
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.model import Message
+from turngate.graph.rules.answers import UNSUPPORTED, several_answers
 from turngate.graph.turn import AssistantTurn, Usage
 
 
@@ -30,7 +30,7 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
         if isinstance(other, dict) and _calls_tools(other.get("message")):
             raise UpstreamProtocolError(
                 several_answers("the answer holds several choices with tool calls (n > 1)"),
-                rule="unsupported_in_target",
+                rule=UNSUPPORTED,
             )
     message = parse_message(0, native, OrderCounter())
     usage = body.get("usage")
