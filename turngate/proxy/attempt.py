@@ -282,10 +282,11 @@ class Attempt:
 
     async def abandon(self, detail: str) -> None:
         """turngate stops the attempt itself (its client left, or the process stops) and
-        closes the upstream connection, which ends a provider's generation. When the provider
-        cannot have done anything unseen that would matter twice (``retry_safe``) and no tool
-        call reached the client, the attempt is over: FAILED, so the revision is free for the
-        client's next request at once, not after ``--unknown-deadline``. Otherwise UNKNOWN."""
+        closes the upstream connection: a stream's generation ends with it, and whatever a
+        whole answer would have held can reach no one. When the provider cannot have done
+        anything unseen that would matter twice (``retry_safe``) and no tool call reached the
+        client, the attempt is over: FAILED, so the revision is free for the client's next
+        request at once, not after ``--unknown-deadline``. Otherwise UNKNOWN."""
         if not self.open:
             return
         if self.stream is not None:
