@@ -24,6 +24,7 @@ from tests.proxy.stack import OPENAI_KEY, Stack
 from tests.proxy.stream_support import StreamStack, recorded_request, stream_stacks
 from tests.proxy.stream_upstream import Script
 from tests.proxy.test_stream_recovery import tool_stream
+from turngate.proxy import conflicts
 from turngate.proxy.app import create_app
 from turngate.proxy.upstream import UpstreamTimeouts
 from turngate.settings import Settings
@@ -212,7 +213,7 @@ async def test_one_api_key_never_gets_another_keys_answer(make_stack: Any) -> No
     assert len(stack.upstream.received) == 3
 
 
-async def test_a_retry_while_the_first_is_in_flight_gets_409_with_retry_after(
+async def test_a_retry_while_the_first_is_in_flight_waits_and_gets_its_answer(
     make_stack: Any,
 ) -> None:
     stack: Stack = await make_stack()
@@ -221,11 +222,36 @@ async def test_a_retry_while_the_first_is_in_flight_gets_409_with_retry_after(
     first = asyncio.create_task(post(stack, CHAT, QUESTION, headers))
     await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
     status, out, body = await post(stack, CHAT, QUESTION, headers)
-    assert (status, out["Retry-After"], out["Turngate-Rejection"]) == (
-        409,
-        "1",
-        "dispatch_conflict",
-    )
+    assert (status, out["Turngate-Replay"]) == (200, "1")
+    assert body == (await first)[2]
+    assert len(stack.upstream.received) == 1
+
+
+async def test_a_retry_waiting_on_a_first_attempt_that_fails_is_sent(make_stack: Any) -> None:
+    stack: Stack = await make_stack()
+    failing = Reply.json({"error": {"message": "overloaded"}}, status=500, delay=0.5)
+    stack.upstream.reply(failing)
+    headers = caller(**{"Idempotency-Key": "slow-3"})
+    first = asyncio.create_task(post(stack, CHAT, QUESTION, headers))
+    await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
+    stack.upstream.reply(CHAT_ANSWER)
+    status, out, _body = await post(stack, CHAT, QUESTION, headers)
+    assert (status, "Turngate-Replay" in out) == (200, False)
+    assert (await first)[0] == 500
+    assert len(stack.upstream.received) == 2
+
+
+async def test_a_retry_that_outwaits_the_join_gets_409_with_retry_after(
+    make_stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(conflicts, "JOIN_WAIT", 0.3)
+    stack: Stack = await make_stack()
+    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=1.5))
+    headers = caller(**{"Idempotency-Key": "slow-2"})
+    first = asyncio.create_task(post(stack, CHAT, QUESTION, headers))
+    await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
+    status, out, body = await post(stack, CHAT, QUESTION, headers)
+    assert (status, out["Retry-After"], out["x-should-retry"]) == (409, "1", "true")
     assert orjson.loads(body)["error"]["code"] == "dispatch_conflict"
     assert (await first)[0] == 200
     status, out, _body = await post(stack, CHAT, QUESTION, headers)

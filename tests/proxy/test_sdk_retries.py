@@ -16,6 +16,7 @@ import pytest
 
 from tests.proxy.helpers import CHAT_ANSWER, claude_answer
 from tests.proxy.stack import ANTHROPIC_KEY, OPENAI_KEY, Stack
+from turngate.proxy import conflicts
 
 HI = [{"role": "user", "content": "Hi"}]
 OTHER = [{"role": "user", "content": "Something else"}]
@@ -70,10 +71,12 @@ async def test_anthropic_raises_a_committed_revision_conflict_at_once(make_stack
 
 
 async def test_the_sdks_own_retry_of_an_in_flight_request_gets_the_answer_replayed(
-    make_stack: Any,
+    make_stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The retry waits for the first attempt at most this long, then gets 409 Retry-After: 1.
+    monkeypatch.setattr(conflicts, "JOIN_WAIT", 0.2)
     stack: Stack = await make_stack(record_bodies=True)
-    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=0.5))
+    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=0.8))
     key = {"Idempotency-Key": "slow-order"}
     async with openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1")) as sdk:
         first = sdk.chat.completions.create(model="gpt-4o", messages=HI, extra_headers=key)

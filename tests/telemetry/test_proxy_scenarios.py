@@ -130,12 +130,13 @@ async def run_script(stack: TracedStack) -> dict[str, Any]:
     status, answer = await stack.post(CHAT, chat(stream=True), OPENAI)
     assert (status, answer) == (200, b"<broken>")
     seen["after cut"] = points(stack.capture.reader)
-    # 5. A CAS race: two requests for one conversation revision while the first is in flight.
+    # 5. A CAS race: two requests for one conversation revision while the first is in flight
+    # (two different ones: the same request again would wait for the first and replay it).
     up.reply(Reply(body=CHAT_ANSWER.body, delay=0.3), path="/v1/chat/completions")
     race = {**OPENAI, "Turngate-Conversation-Id": "conv-race"}
     results = await asyncio.gather(
         stack.post(CHAT, chat(assistant("hi"), user("again")), race),
-        stack.post(CHAT, chat(assistant("hi"), user("again")), race),
+        stack.post(CHAT, chat(assistant("hi"), user("and again")), race),
     )
     assert sorted(status for status, _ in results) == [200, 409]
     # 6. Anthropic overloaded: its 500 is relayed, counted by status.

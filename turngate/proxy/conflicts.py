@@ -3,7 +3,9 @@
     the revision's attempt is        same request, same caller          otherwise
     COMMITTED                        the stored answer replayed          409 dispatch_conflict,
                                                                          never worth a retry
-    DISPATCHING / SENT / STREAMING   409, Retry-After: 1                  409, Retry-After: 1
+    DISPATCHING / SENT / STREAMING   waits for its outcome (JOIN_WAIT),   409, Retry-After: 1
+                                     then as that; still running: 409,
+                                     Retry-After: 1
     UNKNOWN                          asked of its handle (Responses);     409, Retry-After: the
                                      past its deadline: settled, claim    time to its deadline
                                      again
@@ -18,6 +20,7 @@ gets the answer. Each case lives in replay.py and recovery.py; this module only 
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 from aiohttp import web
@@ -36,7 +39,7 @@ from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.state.machine import DispatchState
 from turngate.state.manifest import DispatchManifest
-from turngate.state.store import ClaimConflict
+from turngate.state.store import ClaimConflict, OperationRecord
 
 # A committed stream is kept right after its end reached the client: a retry this soon may
 # find no answer yet, and is told to come back.
@@ -44,6 +47,9 @@ _KEEPING = 10.0
 _MAX_RETRY_AFTER = 600
 # The longest Retry-After the openai and anthropic SDKs wait for.
 _SDK_MAX_WAIT = 60
+# How long the same request waits for its first attempt's outcome, and how often it looks.
+JOIN_WAIT = 30.0
+JOIN_POLL = 0.2
 _IN_FLIGHT = frozenset(
     {
         DispatchState.PREPARED,
@@ -106,6 +112,22 @@ async def answer_conflict(
                 raise Blocked(ClaimConflict(unavailable.message, existing), 1)
             raise unavailable
         return replay_response(existing.manifest.api, existing, stored, stream=draft.stream)
+    if mine and existing.state in _IN_FLIGHT:
+        outcome = await joined(services, request, existing)
+        if outcome is None:
+            raise conflict  # still running: come back (Retry-After: 1)
+        if outcome.state is DispatchState.FAILED:
+            return None  # over with no answer: the retry is sent
+        again = ClaimConflict(conflict.message, outcome)  # committed, unknown or cancelled
+        return await answer_conflict(
+            again,
+            request=request,
+            route=route,
+            services=services,
+            draft=draft,
+            adapter=adapter,
+            seq=seq,
+        )
     if existing.state is DispatchState.UNKNOWN:
         if mine and resumable(existing):
             resolved = await resolve_by_handle(
@@ -120,3 +142,22 @@ async def answer_conflict(
         wait = math.ceil(deadline_of(existing, services) - now)
         raise Blocked(conflict, max(1, min(wait, _MAX_RETRY_AFTER)))
     raise conflict
+
+
+async def joined(
+    services: Services, request: web.Request, record: OperationRecord
+) -> OperationRecord | None:
+    """The same request again while its first attempt runs (an SDK's retry after its own
+    timeout, most often): wait for that attempt's outcome, up to ``JOIN_WAIT`` seconds,
+    rather than answer 409 twice a second apart, which the SDK would give up on while the
+    first attempt is still at work. None: still running (or the client left)."""
+    deadline = asyncio.get_running_loop().time() + JOIN_WAIT
+    while asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(JOIN_POLL)
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return None
+        found = await services.store.get(record.operation_id)
+        if found is None or found.state not in _IN_FLIGHT:
+            return found
+    return None
