@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import openai
 import orjson
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.stack import Stack
+from tests.proxy.stack import OPENAI_KEY, Stack
 
 JSON = {"Content-Type": "application/json"}
 
@@ -27,6 +28,23 @@ CHAT_ANSWER = Reply.json(
         ],
     }
 )
+
+# A function the Chat tests declare (``{"type": "function", "function": WEATHER}``).
+WEATHER = {
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def openai_sdk(stack: Stack, **headers: str) -> openai.AsyncOpenAI:
+    """The async openai SDK aimed at ``stack``, with no retries of its own: what a test sees
+    is what turngate answered."""
+    return openai.AsyncOpenAI(
+        api_key=OPENAI_KEY,
+        base_url=stack.base("/openai/v1"),
+        max_retries=0,
+        default_headers=headers or None,
+    )
 
 
 def claude_answer(text: str, message_id: str = "msg_test") -> Reply:

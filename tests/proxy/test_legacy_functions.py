@@ -13,23 +13,16 @@ import pytest
 
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import CHAT_ANSWER as CHAT_TEXT
+from tests.proxy.helpers import WEATHER, openai_sdk
 from tests.proxy.policy_stack import shadow_records
-from tests.proxy.stack import OPENAI_KEY, Stack
+from tests.proxy.stack import Stack
 
-WEATHER = {
-    "name": "get_weather",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-}
 QUESTION = [{"role": "user", "content": "Weather in Paris?"}]
-
-
-def sdk(stack: Stack) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0)
 
 
 async def test_functions_are_refused_before_anything_is_sent(make_stack: Any) -> None:
     stack: Stack = await make_stack()
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         with pytest.raises(openai.BadRequestError) as raised:
             await client.chat.completions.create(
                 model="gpt-4o",
@@ -51,7 +44,7 @@ async def test_an_answer_with_a_function_call_is_never_delivered(
     choice = {"index": 0, "finish_reason": "function_call", "message": message}
     answer = {"id": "chatcmpl-legacy", "object": "chat.completion", "model": "gpt-4o"}
     stack.upstream.reply(Reply.json({**answer, "choices": [choice]}))
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         with pytest.raises(openai.APIStatusError) as raised:
             await client.chat.completions.create(
                 model="gpt-4o",
@@ -69,7 +62,7 @@ async def test_shadow_mode_sends_both_unchanged_and_records_what_enforcing_would
 ) -> None:
     stack: Stack = await make_stack(mode="shadow")
     stack.upstream.reply(CHAT_TEXT)
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         answer = await client.chat.completions.create(
             model="gpt-4o",
             messages=QUESTION,  # type: ignore[arg-type]

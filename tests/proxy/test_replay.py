@@ -213,15 +213,28 @@ async def test_one_api_key_never_gets_another_keys_answer(make_stack: Any) -> No
     assert len(stack.upstream.received) == 3
 
 
+Posted = tuple[int, dict[str, str], bytes]
+
+
+async def again_while_first_runs(
+    stack: Stack, first_reply: Reply, key: str
+) -> tuple[asyncio.Task[Posted], Posted]:
+    """The question with Idempotency-Key ``key`` (the upstream answers ``first_reply``), and
+    the same request again once the upstream has the first."""
+    stack.upstream.reply(first_reply)
+    headers = caller(**{"Idempotency-Key": key})
+    first = asyncio.create_task(post(stack, CHAT, QUESTION, headers))
+    await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
+    stack.upstream.reply(CHAT_ANSWER)
+    return first, await post(stack, CHAT, QUESTION, headers)
+
+
 async def test_a_retry_while_the_first_is_in_flight_waits_and_gets_its_answer(
     make_stack: Any,
 ) -> None:
     stack: Stack = await make_stack()
-    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=0.5))
-    headers = caller(**{"Idempotency-Key": "slow-1"})
-    first = asyncio.create_task(post(stack, CHAT, QUESTION, headers))
-    await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
-    status, out, body = await post(stack, CHAT, QUESTION, headers)
+    slow = dataclasses.replace(CHAT_ANSWER, delay=0.5)
+    first, (status, out, body) = await again_while_first_runs(stack, slow, "slow-1")
     assert (status, out["Turngate-Replay"]) == (200, "1")
     assert body == (await first)[2]
     assert len(stack.upstream.received) == 1
@@ -230,12 +243,7 @@ async def test_a_retry_while_the_first_is_in_flight_waits_and_gets_its_answer(
 async def test_a_retry_waiting_on_a_first_attempt_that_fails_is_sent(make_stack: Any) -> None:
     stack: Stack = await make_stack()
     failing = Reply.json({"error": {"message": "overloaded"}}, status=500, delay=0.5)
-    stack.upstream.reply(failing)
-    headers = caller(**{"Idempotency-Key": "slow-3"})
-    first = asyncio.create_task(post(stack, CHAT, QUESTION, headers))
-    await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
-    stack.upstream.reply(CHAT_ANSWER)
-    status, out, _body = await post(stack, CHAT, QUESTION, headers)
+    first, (status, out, _body) = await again_while_first_runs(stack, failing, "slow-3")
     assert (status, "Turngate-Replay" in out) == (200, False)
     assert (await first)[0] == 500
     assert len(stack.upstream.received) == 2
@@ -246,15 +254,12 @@ async def test_a_retry_that_outwaits_the_join_gets_409_with_retry_after(
 ) -> None:
     monkeypatch.setattr(conflicts, "JOIN_WAIT", 0.3)
     stack: Stack = await make_stack()
-    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=1.5))
-    headers = caller(**{"Idempotency-Key": "slow-2"})
-    first = asyncio.create_task(post(stack, CHAT, QUESTION, headers))
-    await asyncio.wait_for(stack.upstream.got_request.wait(), 5)
-    status, out, body = await post(stack, CHAT, QUESTION, headers)
+    slow = dataclasses.replace(CHAT_ANSWER, delay=1.5)
+    first, (status, out, body) = await again_while_first_runs(stack, slow, "slow-2")
     assert (status, out["Retry-After"], out["x-should-retry"]) == (409, "1", "true")
     assert orjson.loads(body)["error"]["code"] == "dispatch_conflict"
     assert (await first)[0] == 200
-    status, out, _body = await post(stack, CHAT, QUESTION, headers)
+    status, out, _body = await post(stack, CHAT, QUESTION, caller(**{"Idempotency-Key": "slow-2"}))
     assert (status, out["Turngate-Replay"]) == (200, "1")
     assert len(stack.upstream.received) == 1
 

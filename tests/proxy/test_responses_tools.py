@@ -19,7 +19,7 @@ import pytest
 from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.stack import OPENAI_KEY, Stack
+from tests.proxy.helpers import openai_sdk
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
 
@@ -73,15 +73,6 @@ def namespaced_stream(**fields: Any) -> bytes:
     return b"\n".join(lines)
 
 
-def sdk(stack: Stack, **headers: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        api_key=OPENAI_KEY,
-        base_url=stack.base("/openai/v1"),
-        max_retries=0,
-        default_headers=headers or None,
-    )
-
-
 async def test_a_call_to_a_namespaced_function_is_checked_and_committed(
     make_stack: StackFactory,
 ) -> None:
@@ -90,7 +81,7 @@ async def test_a_call_to_a_namespaced_function_is_checked_and_committed(
     stack.upstream.reply(
         Reply.json(calling(recorded("pai-nonstream-function-call.json"), namespace="geo"))
     )
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         answer = await client.responses.create(**request)
     (call,) = answer.output
     assert (call.type, call.name, call.namespace) == ("function_call", "get_capital", "geo")  # type: ignore[union-attr]
@@ -121,7 +112,7 @@ async def test_a_bad_call_into_a_namespace_is_refused(
     stack.upstream.reply(
         Reply.json(calling(recorded("pai-nonstream-function-call.json"), **fields))
     )
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         with pytest.raises(openai.APIStatusError) as raised:
             await client.responses.create(**request)
     assert raised.value.status_code == 502
@@ -136,7 +127,7 @@ async def test_a_streamed_namespaced_call_is_delivered_and_a_bad_one_never_is(
     request = in_namespace(recorded("pai-function-call-turn1.request.json"))
     sse = "text/event-stream"
     stack.upstream.reply(Reply(body=namespaced_stream(namespace="geo"), content_type=sse))
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         async with client.responses.stream(
             **{k: v for k, v in request.items() if k != "stream"}
         ) as stream:
@@ -186,7 +177,7 @@ async def test_a_tool_the_clients_tool_search_loaded_may_be_called(
         },
     ]
     stack.upstream.reply(Reply.json(recorded("pai-nonstream-function-call.json")))
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         answer = await client.responses.create(**request)
         assert answer.output[0].name == "get_capital"  # type: ignore[union-attr]
         # Loaded by nothing: the same call is refused.
@@ -220,7 +211,7 @@ async def test_a_program_and_what_it_returned_come_back_as_the_committed_turn(
     )
     first["output"].insert(0, PROGRAM)
     stack.upstream.reply(Reply.json(first))
-    async with sdk(stack, **CONVERSATION) as client:
+    async with openai_sdk(stack, **CONVERSATION) as client:
         answer = await client.responses.create(**request)
         assert [item.type for item in answer.output] == ["program", "function_call"]
         call = first["output"][1]

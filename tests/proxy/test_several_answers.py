@@ -14,14 +14,11 @@ from google import genai
 from google.genai import errors, types
 
 from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import WEATHER, openai_sdk
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
-from tests.proxy.stack import GEMINI_KEY, OPENAI_KEY, Stack
+from tests.proxy.stack import GEMINI_KEY, Stack
 
 QUESTION = [{"role": "user", "content": "Weather in Paris?"}]
-WEATHER = {
-    "name": "get_weather",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-}
 HALF_CALL = {
     "id": "call_2",
     "type": "function",
@@ -39,13 +36,9 @@ def chat_answer(*messages: dict[str, Any]) -> Reply:
     )
 
 
-def sdk(stack: Stack) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0)
-
-
 async def test_a_chat_stream_of_two_choices_is_refused_before_it_is_sent(make_stack: Any) -> None:
     stack: Stack = await make_stack()
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         with pytest.raises(openai.BadRequestError) as raised:
             await client.chat.completions.create(
                 model="gpt-4o", messages=QUESTION, n=2, stream=True
@@ -60,7 +53,7 @@ async def test_a_second_choice_with_a_tool_call_is_never_delivered(make_stack: A
     stack.upstream.reply(
         chat_answer({"content": "Sunny."}, {"content": None, "tool_calls": [HALF_CALL]})
     )
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         with pytest.raises(openai.APIStatusError) as raised:
             await client.chat.completions.create(
                 model="gpt-4o",
@@ -76,7 +69,7 @@ async def test_a_second_choice_with_a_tool_call_is_never_delivered(make_stack: A
 async def test_two_choices_of_text_still_pass(make_stack: Any) -> None:
     stack: Stack = await make_stack()
     stack.upstream.reply(chat_answer({"content": "Sunny."}, {"content": "Warm."}))
-    async with sdk(stack) as client:
+    async with openai_sdk(stack) as client:
         answer = await client.chat.completions.create(model="gpt-4o", messages=QUESTION, n=2)  # type: ignore[arg-type]
     assert [c.message.content for c in answer.choices] == ["Sunny.", "Warm."]
 
