@@ -140,8 +140,7 @@ class Attempt:
         self.open = True
         # True once LOSE was: the provider may have acted on the bytes (UNKNOWN).
         self.lost = False
-        # A non-streamed request's second attempt after its connection closed unanswered
-        # (a stream counts its own retries).
+        # True on the attempt a retry claimed (next_attempt): a request is sent again once.
         self.resent = False
         self.headers = {
             "Turngate-Operation-Id": self.manifest.operation_id,
@@ -289,11 +288,8 @@ class Attempt:
         request at once, not after ``--unknown-deadline``. Otherwise UNKNOWN."""
         if not self.open:
             return
-        if self.stream is not None:
-            over = self.stream.plan.retry_safe and not self.stream.delivered_a_tool_call()
-        else:
-            over = retry_safe(self.seq, enforced=self.enforced)
-        if over:
+        delivered = self.stream is not None and self.stream.delivered_a_tool_call()
+        if self.retry_safe and not delivered:
             await self.move(Transition.FAIL, detail=f"{detail}: turngate closed the upstream")
         else:
             await self.move(Transition.LOSE, detail=detail)
@@ -363,9 +359,15 @@ class Attempt:
             exc, aiohttp.ClientConnectorError
         ):
             return False
+        return self.retry_safe and not self.resent
+
+    @property
+    def retry_safe(self) -> bool:
+        """Whether nothing the provider might do unseen matters twice (stream.retry_safe),
+        as the stream's plan has it already."""
         if self.stream is not None:
-            return self.stream.plan.retry_safe and self.stream.retries == 0
-        return not self.resent and retry_safe(self.seq, enforced=self.enforced)
+            return self.stream.plan.retry_safe
+        return retry_safe(self.seq, enforced=self.enforced)
 
     async def send_failed(self, exc: BaseException) -> web.StreamResponse:
         error = unavailable(exc)
