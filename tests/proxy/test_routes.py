@@ -79,6 +79,20 @@ TABLE = prefixes(
         ),
         (
             "POST",
+            "/gemini/v1/projects/p/locations/europe-west4/endpoints/4721:generateContent",
+            "gemini",
+            RouteInfo(model="4721", stream=False),
+            "http://127.0.0.1:9000/v1/projects/p/locations/europe-west4/endpoints/4721:generateContent",
+        ),
+        (
+            "POST",
+            "/gemini/v1beta1/publishers/google/models/text-embedding-005:predict",
+            None,
+            RouteInfo(),
+            "http://127.0.0.1:9000/v1beta1/publishers/google/models/text-embedding-005:predict",
+        ),
+        (
+            "POST",
             "/gemini/v1beta/models/m:countTokens",
             None,
             RouteInfo(),

@@ -159,6 +159,9 @@ async def test_every_request_duration_is_recorded_by_route_template(
     paths = [
         f"/gemini/v1beta/models/gemini-2.0-flash:generateContent?key={'k' * 20}",
         "/gemini/v1beta/models/gemini-2.5-pro:generateContent",
+        "/gemini/v1beta1/projects/acme/locations/us-east5/publishers/google/models/g:generateContent",
+        "/gemini/v1beta1/projects/umbrella/locations/asia-south1/publishers/google/models/h:generateContent",
+        "/gemini/v1beta/models/gemini-2.5-pro:countTokens",
         "/openai/v1/models",
         "/openai/v1/files/file-abc/content?missing=1",
     ]
@@ -167,8 +170,15 @@ async def test_every_request_duration_is_recorded_by_route_template(
     scraped = samples(await (await client.get("/metrics")).text())
     count = "turngate_request_duration_seconds_count"
     gemini = "/gemini/v1beta/models/{model}:generateContent"
+    # No project, location or model name becomes a label.
+    vertex = (
+        "/gemini/v1beta1/projects/{project}/locations/{location}/publishers/{publisher}"
+        "/models/{model}:generateContent"
+    )
     assert {k: v for k, v in scraped.items() if k[0] == count} == {
         key(count, route=gemini, api="gemini", status="201"): 2,
+        key(count, route=vertex, api="gemini", status="201"): 2,
+        key(count, route="/gemini/*", api="none", status="201"): 1,
         key(count, route="/openai/*", api="none", status="201"): 1,
         key(count, route="/openai/*", api="none", status="404"): 1,
     }

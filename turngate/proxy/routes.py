@@ -11,7 +11,6 @@ another host: the URL is the configured base plus a path that always starts with
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,6 +19,7 @@ from typing import Literal, assert_never
 from yarl import URL
 
 from turngate.adapters.base import RouteInfo
+from turngate.adapters.gemini.paths import CHAT_PATH
 from turngate.graph.model import ApiName
 from turngate.proxy.egress import EgressProxy, proxy_for
 from turngate.settings import Settings
@@ -32,8 +32,6 @@ ERROR_API: dict[Provider, ApiName] = {
     "anthropic": "anthropic",
     "gemini": "gemini",
 }
-
-_GEMINI_ROUTE = re.compile(r"/(v1beta|v1)/models/([^/:]+):(generateContent|streamGenerateContent)")
 
 
 @dataclass(frozen=True)
@@ -142,10 +140,10 @@ def _parsed(
             ("anthropic", RouteInfo()) if upstream_path == "/v1/messages" else (None, RouteInfo())
         )
     if provider == "gemini":
-        found = _GEMINI_ROUTE.fullmatch(upstream_path)
+        found = CHAT_PATH.fullmatch(upstream_path)
         if found is None:
             return None, RouteInfo()
         return "gemini", RouteInfo(
-            model=found.group(2), stream=found.group(3) == "streamGenerateContent"
+            model=found["model"], stream=found["method"] == "streamGenerateContent"
         )
     assert_never(provider)

@@ -35,6 +35,7 @@ from typing import Literal, get_args
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from turngate.adapters.gemini.paths import CHAT_PATH, chat_path_template
 from turngate.graph.model import ApiName
 from turngate.graph.validator import DUPLICATE_RESULT, ORPHAN_RESULT
 
@@ -307,20 +308,15 @@ class UnknownDispatches:
         return len(self._since)
 
 
-_GEMINI_ROUTE = re.compile(
-    r"^/gemini/(v1beta|v1)/models/[^/:]+:(generateContent|streamGenerateContent)$"
-)
-# The routes parsed into the message graph (SPEC §1), by their label.
+# The routes parsed into the message graph (SPEC §1) by their label, but Gemini's, which
+# are every template of ``gemini.paths.CHAT_PATH`` (``parsed_api``).
 PARSED_ROUTES: dict[str, ApiName] = {
     "/openai/v1/chat/completions": "openai_chat",
     "/openai/v1/responses": "openai_responses",
     "/anthropic/v1/messages": "anthropic",
-    **{
-        f"/gemini/{version}/models/{{model}}:{method}": "gemini"
-        for version in ("v1beta", "v1")
-        for method in ("generateContent", "streamGenerateContent")
-    },
 }
+_GEMINI_MOUNT = "/gemini"
+_GEMINI_METHODS = (":generateContent", ":streamGenerateContent")
 _OWN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 _RESPONSE_ID = re.compile(r"^/openai/v1/responses/[^/]+$")
 
@@ -331,9 +327,10 @@ def route_label(path: str) -> str:
     paths, ``other`` for the rest."""
     if path in PARSED_ROUTES or path in _OWN_PATHS:
         return path
-    gemini = _GEMINI_ROUTE.match(path)
-    if gemini:
-        return f"/gemini/{gemini[1]}/models/{{model}}:{gemini[2]}"
+    if path.startswith(_GEMINI_MOUNT + "/"):
+        gemini = CHAT_PATH.fullmatch(path, len(_GEMINI_MOUNT))
+        if gemini:
+            return _GEMINI_MOUNT + chat_path_template(gemini)
     if path.startswith("/turngate/v1/operations/"):
         return "/turngate/v1/operations/{id}"
     if path.startswith("/turngate/v1/conversations/"):
@@ -344,3 +341,12 @@ def route_label(path: str) -> str:
         if path.startswith(prefix):
             return prefix + "*"
     return "other"
+
+
+def parsed_api(label: str) -> ApiName | None:
+    """The API a ``route_label`` is parsed as, None for a relayed or turngate's own route."""
+    if label in PARSED_ROUTES:
+        return PARSED_ROUTES[label]
+    if label.startswith(_GEMINI_MOUNT + "/") and label.endswith(_GEMINI_METHODS):
+        return "gemini"
+    return None

@@ -25,7 +25,7 @@ from aiohttp.typedefs import Handler as NextHandler
 from aiohttp.typedefs import Middleware
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 
-from turngate.telemetry.metrics import PARSED_ROUTES, route_label
+from turngate.telemetry.metrics import parsed_api, route_label
 from turngate.telemetry.setup import Telemetry
 
 TELEMETRY = web.AppKey("telemetry", Telemetry)
@@ -73,7 +73,7 @@ def request_metrics_middleware(
         finally:
             route = route_label(request.path)
             metrics.request_finished(
-                route=route, api=PARSED_ROUTES.get(route), status=status, seconds=clock() - started
+                route=route, api=parsed_api(route), status=status, seconds=clock() - started
             )
 
     return measure

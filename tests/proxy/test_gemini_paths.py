@@ -1,0 +1,138 @@
+"""Every path google-genai sends a chat request on is checked, not only ``v1beta/models``.
+
+An SDK set to another API version (``v1alpha``, ``v1``), a tuned model, or Vertex AI (its
+``v1beta1`` paths, with or without a project) builds a different URL for the same
+``generateContent`` body. Relayed unparsed, an invalid sequence would reach the provider.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from google import genai
+from google.genai import errors, types
+
+from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING, call, consume
+from tests.proxy.stack import GEMINI_KEY, Stack
+
+pytestmark = [
+    pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT"),
+    GENAI_AIOHTTP_WARNING,
+]
+
+ANSWER = "gemini/pai-function-call-turn1.sse"
+
+# (client settings, model as the application names it, the path the upstream must receive)
+CLIENTS = [
+    pytest.param(
+        {"api_version": "v1alpha"},
+        "gemini-2.0-flash",
+        "/v1alpha/models/gemini-2.0-flash",
+        id="v1alpha",
+    ),
+    pytest.param({"api_version": "v1"}, "gemini-2.0-flash", "/v1/models/gemini-2.0-flash", id="v1"),
+    pytest.param(
+        {"api_version": "v1beta"},
+        "tunedModels/support-bot-7",
+        "/v1beta/tunedModels/support-bot-7",
+        id="tuned-model",
+    ),
+    pytest.param(
+        {"vertexai": True},
+        "gemini-2.0-flash",
+        "/v1beta1/publishers/google/models/gemini-2.0-flash",
+        id="vertex-express",
+    ),
+    pytest.param(
+        {"vertexai": True, "project": "acme-agents", "location": "us-central1"},
+        "gemini-2.0-flash",
+        "/v1beta1/projects/acme-agents/locations/us-central1/publishers/google/models/"
+        "gemini-2.0-flash",
+        id="vertex-project",
+    ),
+]
+
+
+class _Token:
+    """What google-genai asks of Vertex credentials: a valid bearer token."""
+
+    token = "vertex-test-token"
+    valid = True
+    expired = False
+    quota_project_id = None
+
+    def refresh(self, _request: Any) -> None:
+        return None
+
+
+def sdk_for(stack: Stack, settings: dict[str, Any]) -> genai.Client:
+    options = types.HttpOptions(
+        base_url=stack.base("/gemini"), api_version=settings.get("api_version")
+    )
+    if settings.get("vertexai") and "project" in settings:
+        return genai.Client(
+            vertexai=True,
+            project=settings["project"],
+            location=settings["location"],
+            credentials=_Token(),  # type: ignore[arg-type]
+            http_options=options,
+        )
+    return genai.Client(vertexai=settings.get("vertexai"), api_key=GEMINI_KEY, http_options=options)
+
+
+@pytest.mark.parametrize(("settings", "model", "path"), CLIENTS)
+async def test_an_invalid_sequence_is_refused_on_every_sdk_path(
+    stack: Stack, settings: dict[str, Any], model: str, path: str
+):
+    sdk = sdk_for(stack, settings)
+    orphan = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "What is the weather?"}]},
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "get_weather", "response": {"t": 9}}}],
+            },
+        ]
+    }
+    raw = types.HttpOptions(extra_body=orphan)
+    with pytest.raises(errors.ClientError) as raised:
+        await sdk.aio.models.generate_content(
+            model=model,
+            contents="placeholder",
+            config=types.GenerateContentConfig(http_options=raw),
+        )
+    assert raised.value.code == 400
+    assert raised.value.response.headers["Turngate-Rejection"] == "orphan_result"
+    assert stack.upstream.received == []
+    await sdk.aio.aclose()
+
+
+@pytest.mark.parametrize(("settings", "model", "path"), CLIENTS)
+async def test_a_valid_tool_conversation_streams_on_every_sdk_path(
+    stack: Stack, settings: dict[str, Any], model: str, path: str
+):
+    sdk = sdk_for(stack, settings)
+    stack.upstream.reply(Reply.fixture(ANSWER))
+    request = load_json(FIXTURES_DIR / ANSWER.replace(".sse", ".request.json"))
+    assert isinstance(request, dict)
+    config = types.GenerateContentConfig(tools=request["tools"])
+    stream = await call(
+        "async",
+        sdk.aio.models.generate_content_stream,
+        model=model,
+        contents=request["contents"],
+        config=config,
+    )
+    chunks = await consume("async", stream)
+    calls = [c for chunk in chunks for c in chunk.function_calls or []]
+    assert calls, "the recorded answer's function call reached the application"
+    (received,) = stack.upstream.received
+    assert received.path_qs == f"{path}:streamGenerateContent?alt=sse"
+    assert received.json()["contents"] == request["contents"]
+    # Parsed into the graph and sent under a manifest: the stamped key an unparsed relay
+    # never carries.
+    assert received.headers["Idempotency-Key"]
+    await sdk.aio.aclose()

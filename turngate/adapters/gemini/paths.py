@@ -1,0 +1,29 @@
+"""The request paths google-genai sends a chat request on, and their bounded templates.
+
+    /{v1|v1beta|v1alpha|v1beta1}[/projects/P/locations/L][/publishers/X]
+        /{models|tunedModels|endpoints}/M:{generateContent|streamGenerateContent}
+
+The Gemini API's versions and tuned models, and Vertex AI's (``v1beta1`` by default; with a
+project and location, or without them in express mode; a publisher's model or a deployed
+endpoint). A chat path left out here would be relayed unchecked, so the proxy's routes and
+the telemetry's labels both read this one pattern.
+"""
+
+from __future__ import annotations
+
+import re
+
+CHAT_PATH = re.compile(
+    r"/(?P<version>v1|v1beta|v1alpha|v1beta1)"
+    r"(?P<project>/projects/[^/]+/locations/[^/]+)?"
+    r"(?P<publisher>/publishers/[^/]+)?"
+    r"/(?P<kind>models|tunedModels|endpoints)/(?P<model>[^/:]+)"
+    r":(?P<method>generateContent|streamGenerateContent)"
+)
+
+
+def chat_path_template(found: re.Match[str]) -> str:
+    """The path with every name a client chose replaced by a placeholder (a metric label)."""
+    project = "/projects/{project}/locations/{location}" if found["project"] else ""
+    publisher = "/publishers/{publisher}" if found["publisher"] else ""
+    return f"/{found['version']}{project}{publisher}/{found['kind']}/{{model}}:{found['method']}"
