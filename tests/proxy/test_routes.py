@@ -58,6 +58,13 @@ TABLE = prefixes(
         ),
         (
             "POST",
+            "/anthropic/v1/messages?beta=true",
+            "anthropic",
+            RouteInfo(),
+            "https://an.example/base/v1/messages?beta=true",
+        ),
+        (
+            "POST",
             "/anthropic/v1/messages/count_tokens",
             None,
             RouteInfo(),

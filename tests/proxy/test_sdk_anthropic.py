@@ -92,3 +92,29 @@ async def test_invalid_sequences_raise_bad_request_and_send_nothing(
     assert rule in str(raised.value)
     assert client.stack.upstream.received == []
     COUNTS["SDK refusals with zero upstream sends (anthropic)"] += 1
+
+
+async def test_the_beta_client_is_checked_too(client: Any):
+    # client.beta.messages posts to /v1/messages (SDK 1.x added ?beta=true) with an
+    # anthropic-beta header: the same route, parsed and checked, the header passed through.
+    stack: Stack = client.stack
+    create = client.beta.messages.create
+    name, invalid, _status, rules = TABLE[0]
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        await call(
+            client.mode, create, betas=["context-1m-2025-08-07"], **sdk_kwargs(create, invalid)
+        )
+    assert raised.value.response.headers["Turngate-Rejection"] in rules, name
+    assert stack.upstream.received == []
+    answer = "anthropic/pai-nonstream-after-4-tool-results.json"
+    stack.upstream.reply(Reply.fixture(answer))
+    request = load_json(FIXTURES_DIR / answer.replace(".json", ".request.json"))
+    assert isinstance(request, dict)
+    result = await call(
+        client.mode, create, betas=["context-1m-2025-08-07"], **sdk_kwargs(create, request)
+    )
+    assert result.id == load_json(FIXTURES_DIR / answer)["id"]  # type: ignore[index]
+    (received,) = stack.upstream.received
+    assert received.path_qs.split("?")[0] == "/v1/messages"
+    assert received.headers["anthropic-beta"] == "context-1m-2025-08-07"
+    assert received.headers["Idempotency-Key"]  # sent under a dispatch manifest
