@@ -2,8 +2,16 @@
 
 fastjsonschema turns a schema into Python code once; compiled validators are kept in a
 bounded LRU keyed by the schema's digest (canonical JSON), so a toolset sent with every
-request of a conversation compiles once per process. Defaults in a schema are never
-written into the checked value.
+request of a conversation compiles once per process. ``compile_schema`` is the one way a
+schema is compiled here and in the proxy:
+
+- defaults in a schema are never written into the checked value;
+- a remote ``$ref`` is never fetched (fastjsonschema would ``urlopen`` any scheme it has no
+  handler for, from the event loop); such a schema does not compile;
+- ``format`` is not checked. No provider holds its model to string formats (OpenAI's strict
+  mode guarantees its own), and a tool given ``2025-03-14T09:30:00`` for a ``date-time``
+  parses it: refusing that call would break a working agent. Types, required fields,
+  enums, patterns and bounds are checked.
 """
 
 from __future__ import annotations
@@ -40,6 +48,31 @@ class SchemaUnusable(UpstreamProtocolError):
     rule = "schema_unusable"
 
 
+class _NoRemoteRefs(dict[str, Callable[[str], Any]]):
+    """fastjsonschema fetches any scheme it has no handler for; here every scheme refuses."""
+
+    def __contains__(self, scheme: object) -> bool:
+        return True
+
+    def __getitem__(self, scheme: str) -> Callable[[str], Any]:
+        return _refuse_remote
+
+
+def _refuse_remote(uri: str) -> Any:
+    raise fastjsonschema.JsonSchemaDefinitionException(f"remote $ref {uri!r} is not fetched")
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Validator:
+    """``schema`` compiled (see the module's notes), or ``SchemaUnusable``."""
+    try:
+        compiled: Validator = fastjsonschema.compile(
+            dict(schema), handlers=_NoRemoteRefs(), use_default=False, use_formats=False
+        )
+    except Exception as exc:  # fastjsonschema raises several unrelated types
+        raise SchemaUnusable(f"tool schema cannot be compiled: {exc}") from exc
+    return compiled
+
+
 class SchemaCache:
     def __init__(self, max_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.max_size = max_size
@@ -52,10 +85,7 @@ class SchemaCache:
         if found is not None:
             self._validators.move_to_end(key)
             return found
-        try:
-            compiled: Validator = fastjsonschema.compile(dict(schema), use_default=False)
-        except Exception as exc:  # fastjsonschema raises several unrelated types
-            raise SchemaUnusable(f"tool schema cannot be compiled: {exc}") from exc
+        compiled = compile_schema(schema)
         self.compiled += 1
         self._validators[key] = compiled
         if len(self._validators) > self.max_size:

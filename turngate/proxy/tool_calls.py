@@ -3,9 +3,10 @@
 Each function call's arguments must be one JSON object, name a tool the request
 declared, and validate against that tool's JSON Schema, unless the route policy says
 ``tool_arguments: json`` (then ``ParseOnly`` stands in for the cache). Schemas are compiled
-once per schema digest (fastjsonschema, a small LRU). Remote ``$ref``s are never fetched, format
-checks are off (a model's date string is not a broken call), and a schema fastjsonschema
-cannot compile is skipped with a warning rather than failing every call to that tool.
+once per schema digest (fastjsonschema, a small LRU) by ``schema_check.compile_schema``:
+remote ``$ref``s are never fetched, formats are not checked (a model's date string is not a
+broken call). A schema that does not compile is skipped with a warning rather than failing
+every call to that tool.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-import fastjsonschema
-
 from turngate.graph.model import ToolDef
+from turngate.graph.schema_check import SchemaUnusable, compile_schema
 
 log = logging.getLogger("turngate.proxy")
 
@@ -25,20 +25,6 @@ INVALID_TOOL_CALL = "invalid_tool_call"
 Validator = Callable[[Any], Any]
 # Gemini's OpenAPI subset writes types in capitals.
 _OPENAPI_TYPES = {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"}
-
-
-class _NoRemoteRefs(dict[str, Callable[[str], Any]]):
-    """fastjsonschema fetches any scheme it has no handler for; here every scheme refuses."""
-
-    def __contains__(self, scheme: object) -> bool:
-        return True
-
-    def __getitem__(self, scheme: str) -> Callable[[str], Any]:
-        return _refuse_remote
-
-
-def _refuse_remote(uri: str) -> Any:
-    raise fastjsonschema.JsonSchemaDefinitionException(f"remote $ref {uri!r} is not fetched")
 
 
 class SchemaCache:
@@ -70,16 +56,11 @@ def _compile(tool: ToolDef) -> Validator | None:
     if not isinstance(tool.parameters, dict):
         return None
     try:
-        compiled: Validator = fastjsonschema.compile(
-            json_schema(tool.parameters),
-            handlers=_NoRemoteRefs(),
-            use_default=False,
-            use_formats=False,
-        )
-    except (fastjsonschema.JsonSchemaDefinitionException, RecursionError, ValueError) as exc:
-        log.warning("tool %r: schema not checked (%s)", tool.name, type(exc).__name__)
+        return compile_schema(json_schema(tool.parameters))
+    except SchemaUnusable as exc:
+        cause = exc.__cause__
+        log.warning("tool %r: schema not checked (%s)", tool.name, type(cause).__name__)
         return None
-    return compiled
 
 
 def json_schema(schema: Any) -> Any:
