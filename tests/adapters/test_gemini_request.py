@@ -24,6 +24,7 @@ from tests.fixtures_dir import COUNTS, fixture_params, fixture_paths, load_json
 from turngate.adapters.base import RouteInfo
 from turngate.adapters.gemini import ADAPTER, CAPABILITIES
 from turngate.adapters.gemini.parts import same_signature, signature_bytes, thought_signature
+from turngate.adapters.gemini.request import json_schema_of
 from turngate.graph.equivalence import semantic_view
 from turngate.graph.model import (
     FileBlock,
@@ -35,6 +36,7 @@ from turngate.graph.model import (
     ToolResultBlock,
     UnknownBlock,
 )
+from turngate.graph.schema_check import SCHEMAS
 from turngate.graph.validator import validate
 
 
@@ -362,3 +364,23 @@ def test_openapi_parameters_are_json_schema_in_the_graph_and_original_on_the_wir
         "required": ["city"],
     }
     assert ADAPTER.render_request(seq) == request
+
+
+@pytest.mark.parametrize(
+    ("openapi", "accepts", "refuses"),
+    [
+        ({"type": "STRING", "nullable": True}, [None, "C"], [3]),
+        ({"type": "STRING", "enum": ["C", "F"], "nullable": True}, [None, "F"], ["K"]),
+        ({"anyOf": [{"type": "INTEGER"}], "nullable": True}, [None, 4], ["4"]),
+        ({"type": "STRING", "nullable": False}, ["C"], [None]),
+        ({"type": "STRING"}, ["C"], [None]),
+    ],
+)
+def test_openapi_nullable_reads_as_or_null(
+    openapi: dict[str, Any], accepts: list[Any], refuses: list[Any]
+):
+    schema = json_schema_of({"type": "OBJECT", "properties": {"v": openapi}})
+    for value in accepts:
+        assert SCHEMAS.check(schema, {"v": value}) is None, value
+    for value in refuses:
+        assert SCHEMAS.check(schema, {"v": value}) is not None, value

@@ -227,20 +227,37 @@ _MAX_SCHEMA_DEPTH = 128
 
 
 def json_schema_of(schema: Any, depth: int = 0) -> Any:
-    """Gemini's OpenAPI-style ``parameters`` (``"type": "OBJECT"``) as JSON Schema."""
+    """Gemini's OpenAPI-style ``parameters`` (``"type": "OBJECT"``) as JSON Schema: type
+    names lowered, and ``nullable: true`` (OpenAPI 3.0's "or null") written into the type,
+    the enum and the alternatives, where JSON Schema says it."""
     if depth > _MAX_SCHEMA_DEPTH:
         raise BadRequestBody(
             f"tool parameters nest deeper than {_MAX_SCHEMA_DEPTH} levels", rule="json_too_deep"
         )
     if isinstance(schema, dict):
-        return {
+        converted = {
             k: v.lower()
             if k == "type" and isinstance(v, str) and v in _OPENAPI_TYPES
             else json_schema_of(v, depth + 1)
             for k, v in schema.items()
         }
+        return _or_null(converted) if converted.get("nullable") is True else converted
     if isinstance(schema, list):
         return [json_schema_of(v, depth + 1) for v in schema]
+    return schema
+
+
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    del schema["nullable"]
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        schema["type"] = [kind, "null"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and None not in enum:
+        schema["enum"] = [*enum, None]
+    alternatives = schema.get("anyOf")
+    if isinstance(alternatives, list):
+        schema["anyOf"] = [*alternatives, {"type": "null"}]
     return schema
 
 
