@@ -37,3 +37,7 @@ class Capabilities:
     # API-specific rules on the request's settings (its envelope), not its messages: they
     # run on an outlined request too, without building its blocks.
     request_rules: tuple[str, ...] = ()
+    # Request fields naming an object the provider keeps that may declare tools (a Gemini
+    # cache, a stored Responses prompt): with one set, a call to a tool the request does not
+    # show is checked as one JSON object, not refused as undeclared.
+    tools_held_by: tuple[str, ...] = ()

@@ -142,6 +142,17 @@ def json_object(arguments: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+class OpenToolset(dict[str, Any]):
+    """The declared tools of a request whose provider may hold more (``Capabilities.
+    tools_held_by``): any other name is a tool whose schema turngate cannot see (None)."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __missing__(self, name: str) -> None:
+        return None
+
+
 class CallChecker:
     """Whether a tool call may be committed: named, complete, one JSON object that satisfies
     the declared schema (``tools`` None: no schema check), and a valid id unique in the turn.

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from turngate.adapters import get_adapter
 from turngate.adapters.openai_responses.tools import callable_tools
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import MessageSequence
-from turngate.graph.schema_check import CallChecker, ToolSchemas
+from turngate.graph.schema_check import CallChecker, OpenToolset, ToolSchemas
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.tool_calls import INVALID_TOOL_CALL, SchemaCache, json_schema
 
@@ -25,13 +26,15 @@ from turngate.proxy.tool_calls import INVALID_TOOL_CALL, SchemaCache, json_schem
 def call_schemas(seq: MessageSequence, cache: SchemaCache) -> dict[str, Any]:
     """Tool key (``tool_key``) -> the JSON Schema its calls are checked against (None: not
     checkable). On OpenAI Responses also a namespace's members and the tools the history
-    loaded (``openai_responses.tools``)."""
+    loaded (``openai_responses.tools``). When the request names a provider-held object that
+    may declare more tools (``Capabilities.tools_held_by``), an ``OpenToolset``."""
     tools = (
         callable_tools(seq)
         if seq.api == "openai_responses"
         else {tool.name: tool for tool in seq.tools}
     )
-    schemas: dict[str, Any] = {}
+    held = get_adapter(seq.api).capabilities.tools_held_by
+    schemas: dict[str, Any] = OpenToolset() if any(seq.envelope.get(f) for f in held) else {}
     for key, tool in tools.items():
         if tool.tool_type != "function":
             continue

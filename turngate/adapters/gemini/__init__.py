@@ -28,6 +28,7 @@ CAPABILITIES = Capabilities(
         "gemini_response_count",
     ),
     request_rules=("gemini_stream_candidates",),
+    tools_held_by=("cachedContent", "cached_content"),
 )
 
 

@@ -89,7 +89,15 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
         envelope=remainder(body, frozenset(modelled)),
         max_output_tokens=_max_output_tokens(body),
         stream=route.stream is True,
+        history="partial" if names_a_cache(body) else "complete",
     )
+
+
+def names_a_cache(body: Mapping[str, Any]) -> bool:
+    """``cachedContent``: the provider holds the start of the conversation (and the tools,
+    which Gemini then refuses in the request itself)."""
+    cache = body.get(Spelling().read(body, "cachedContent") or "")
+    return isinstance(cache, str) and cache != ""
 
 
 def _max_output_tokens(body: Mapping[str, Any]) -> int | None:

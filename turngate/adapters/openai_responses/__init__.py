@@ -27,6 +27,9 @@ CAPABILITIES = Capabilities(
     # maximum length 64".
     max_call_id_length=64,
     extra_rules=("responses_reasoning_unbound", "responses_output_type_mismatch"),
+    # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and
+    # tools, as the Assistants it replaces did.
+    tools_held_by=("prompt",),
 )
 
 

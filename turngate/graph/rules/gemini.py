@@ -4,7 +4,8 @@ Each mirrors a 400 INVALID_ARGUMENT that Gemini returns, quoted in the message s
 who has met the provider's text recognises it. Only conversation entries count as turns
 (``systemInstruction`` is not one); a function-call turn is a model content with
 ``functionCall`` parts, a function-response turn a user content with ``functionResponse``
-parts.
+parts. With a ``cachedContent`` (``history: partial``) the cache's contents come first: the
+first content of the request may follow a call turn or a user turn that only the cache shows.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def call_turn_position(seq: MessageSequence) -> list[Violation]:
         previous = contents[position - 1] if position > 0 else None
         if previous is not None and previous.role in ("user", "tool"):
             continue
+        if previous is None and seq.history == "partial":
+            continue
         after = (
             "the start of contents" if previous is None else f"a model turn ({previous.location})"
         )
@@ -78,6 +81,8 @@ def response_turn_position(seq: MessageSequence) -> list[Violation]:
             continue
         previous = contents[position - 1] if position > 0 else None
         if previous is not None and _calls(previous):
+            continue
+        if previous is None and seq.history == "partial":
             continue
         out.append(
             violation(
