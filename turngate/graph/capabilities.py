@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from turngate.graph.model import ApiName, Role
+from turngate.graph.model import ApiName, Role, ToolDef
 
 ResultWindow = Literal[
     # OpenAI Chat: one `tool` message per call, directly after the assistant message.
@@ -41,3 +41,29 @@ class Capabilities:
     # cache, a stored Responses prompt): with one set, a call to a tool the request does not
     # show is checked as one JSON object, not refused as undeclared.
     tools_held_by: tuple[str, ...] = ()
+    # Prefixes of the kind (``hosted_kind``) of a hosted tool that the application runs,
+    # though the provider defines it (Anthropic's ``bash_20250124``, Gemini's
+    # ``computerUse``): its calls are the client's, as a function's, checked as one JSON
+    # object against no schema turngate holds.
+    client_tool_types: tuple[str, ...] = ()
+    # Hosted tool kinds whose calls carry names of the provider's choosing, declared nowhere
+    # in the request (Gemini ``computerUse``: ``click_at``, ``type_text_at``...).
+    predefined_calls_by: tuple[str, ...] = ()
+
+    def runs_on_client(self, tool: ToolDef) -> bool:
+        """Whether ``tool`` is a provider-defined tool that the application executes."""
+        kind = hosted_kind(tool)
+        return kind is not None and kind.startswith(self.client_tool_types)
+
+    def brings_predefined_calls(self, tool: ToolDef) -> bool:
+        return hosted_kind(tool) in self.predefined_calls_by
+
+
+def hosted_kind(tool: ToolDef) -> str | None:
+    """A hosted tool's kind: its native ``type`` (OpenAI, Anthropic), else its name (Gemini
+    names a tool object by its one key, ``{"computerUse": {...}}``)."""
+    if tool.tool_type != "hosted":
+        return None
+    native = tool.attrs.get("$native")
+    kind = native.get("type") if isinstance(native, dict) else None
+    return kind if isinstance(kind, str) else tool.name

@@ -29,6 +29,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from turngate.adapters import get_adapter
 from turngate.adapters.openai_responses.tools import is_namespace
 from turngate.adapters.relay import StreamRelay
 from turngate.adapters.sse import MARK_STYLES, MarkStyle
@@ -111,10 +112,15 @@ class StreamPlan:
 
 def provider_runs_tools(seq: MessageSequence) -> bool:
     """Whether the provider may run a tool of this request itself (web search, code, MCP):
-    sent twice, it may run it twice. A Responses namespace only groups the client's own;
-    Anthropic's ``mcp_servers`` lets the provider call those servers' tools."""
+    sent twice, it may run it twice. A Responses namespace only groups the client's own, and
+    a provider-defined tool the application runs (Anthropic's ``bash``, ``Capabilities.
+    client_tool_types``) is the client's too; Anthropic's ``mcp_servers`` lets the provider
+    call those servers' tools."""
+    capabilities = get_adapter(seq.api).capabilities
     return "mcp_servers" in seq.envelope or any(
-        tool.tool_type == "hosted" and not is_namespace(tool.attrs.get("$native"))
+        tool.tool_type == "hosted"
+        and not is_namespace(tool.attrs.get("$native"))
+        and not capabilities.runs_on_client(tool)
         for tool in seq.tools
     )
 

@@ -25,18 +25,27 @@ from turngate.proxy.tool_calls import INVALID_TOOL_CALL, SchemaCache, json_schem
 
 def call_schemas(seq: MessageSequence, cache: SchemaCache) -> dict[str, Any]:
     """Tool key (``tool_key``) -> the JSON Schema its calls are checked against (None: not
-    checkable). On OpenAI Responses also a namespace's members and the tools the history
-    loaded (``openai_responses.tools``). When the request names a provider-held object that
-    may declare more tools (``Capabilities.tools_held_by``), an ``OpenToolset``."""
+            checkable). On OpenAI Responses also a namespace's members and the tools the history
+            loaded (``openai_responses.tools``). When the request names a provider-held object that
+            may declare more tools (``Capabilities.tools_held_by``), or declares a tool whose calls the
+    provider names itself (``predefined_calls_by``), an ``OpenToolset``. A
+        provider-defined tool the application runs (``Capabilities.runs_on_client``) has no schema
+        here: its calls are checked as one JSON object."""
     tools = (
         callable_tools(seq)
         if seq.api == "openai_responses"
         else {tool.name: tool for tool in seq.tools}
     )
-    held = get_adapter(seq.api).capabilities.tools_held_by
-    schemas: dict[str, Any] = OpenToolset() if any(seq.envelope.get(f) for f in held) else {}
+    capabilities = get_adapter(seq.api).capabilities
+    held = capabilities.tools_held_by
+    open_ended = any(seq.envelope.get(f) for f in held) or any(
+        capabilities.brings_predefined_calls(tool) for tool in seq.tools
+    )
+    schemas: dict[str, Any] = OpenToolset() if open_ended else {}
     for key, tool in tools.items():
         if tool.tool_type != "function":
+            if capabilities.runs_on_client(tool):
+                schemas[key] = None
             continue
         checkable = cache.validator(tool) is not None
         schemas[key] = json_schema(tool.parameters) if checkable else None

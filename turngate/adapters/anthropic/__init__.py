@@ -29,6 +29,9 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_first",
         "anthropic_thinking_signature",
     ),
+    # Anthropic-defined client tools, called with tool_use and run by the application;
+    # its server tools (web_search_*, web_fetch_*, code_execution_*, tool_search_*) are not.
+    client_tool_types=("bash_", "text_editor_", "computer_", "memory_"),
 )
 
 

@@ -29,6 +29,9 @@ CAPABILITIES = Capabilities(
     ),
     request_rules=("gemini_stream_candidates",),
     tools_held_by=("cachedContent", "cached_content"),
+    # Computer use: the application runs the UI actions the model calls by its own names.
+    client_tool_types=("computerUse", "computer_use"),
+    predefined_calls_by=("computerUse", "computer_use"),
 )
 
 
