@@ -25,12 +25,12 @@ from turngate.proxy.tool_calls import INVALID_TOOL_CALL, SchemaCache, json_schem
 
 def call_schemas(seq: MessageSequence, cache: SchemaCache) -> dict[str, Any]:
     """Tool key (``tool_key``) -> the JSON Schema its calls are checked against (None: not
-            checkable). On OpenAI Responses also a namespace's members and the tools the history
-            loaded (``openai_responses.tools``). When the request names a provider-held object that
-            may declare more tools (``Capabilities.tools_held_by``), or declares a tool whose calls the
-    provider names itself (``predefined_calls_by``), an ``OpenToolset``. A
-        provider-defined tool the application runs (``Capabilities.runs_on_client``) has no schema
-        here: its calls are checked as one JSON object."""
+    checkable). On OpenAI Responses also a namespace's members and the tools the history
+    loaded (``openai_responses.tools``). An ``OpenToolset`` when the request names a
+    provider-held object that may declare more tools (``Capabilities.tools_held_by``) or
+    declares a tool whose calls the provider names itself (``predefined_calls_by``). A
+    provider-defined tool the application runs (``Capabilities.runs_on_client``) has no
+    schema here: its calls are checked as one JSON object."""
     tools = (
         callable_tools(seq)
         if seq.api == "openai_responses"
