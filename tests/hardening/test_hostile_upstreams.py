@@ -139,10 +139,12 @@ async def test_a_hostile_stream_ends_in_the_apis_error_and_nothing_is_committed(
     assert status == 200
     assert is_native_error(api, out), out[-400:]
     # The relay held at most one line/frame, and what reached the client is what was valid.
-    # Refusing a frame costs the buffer that holds it and the data lines read from it, with
-    # the allocator's slack: within four frames.
+    # Refusing a frame costs the buffer that holds it, the data lines read from it and a
+    # reallocation (3.1 frames at the peak, tracemalloc); this process's RSS also holds the
+    # fake upstream's half-frame lines and what the allocator keeps: within six frames,
+    # however much more the upstream offers.
     assert len(out) < DEFAULT_MAX_LINE
-    assert grown < 4 * DEFAULT_MAX_FRAME, f"RSS +{grown / 1e6:.0f} MB"
+    assert grown < 6 * DEFAULT_MAX_FRAME, f"RSS +{grown / 1e6:.0f} MB"
     assert elapsed < deadline + SLACK
     record = await operation(stack, operation_id)
     assert record["state"] in ("FAILED", "UNKNOWN"), record["state"]
