@@ -4,6 +4,16 @@
     history turn k == canonical turn k of c, for every k < r   else 400 history_mismatch
     the claim takes (c, r, the conversation's cancel generation)
 
+A chained request (Responses ``previous_response_id``) carries only what follows the
+response it names; the turns before are the provider's. Its revision counts from that
+response: r = (revision of the committed turn whose response id it names) + 1 + the assistant
+turns it carries. A response id that is no committed turn of c (a stream that broke after
+its id was seen, another conversation's answer) is refused as ``history_mismatch``, as its
+preview text would be. A conversation turngate has no turns of yet starts at the chained
+request, numbered from 0. A request naming a Responses ``conversation`` object is refused
+under a conversation id: it says neither which response it follows nor whether it repeats
+one.
+
     GET  /turngate/v1/conversations/{id}          revision, cancel generation, turns, operations
     POST /turngate/v1/conversations/{id}/cancel   move the cancel generation on
 
@@ -41,20 +51,72 @@ class HistoryMismatch(LocalError):
     rule = "history_mismatch"
 
 
+# How many of a conversation's latest turns a chained request's response id is looked for
+# in: continuing an older one would answer a revision already answered (409) anyway.
+ANCHOR_SEARCH = 32
+
+
 async def checked_conversation(
     store: StateStore, conversation_id: str, seq: MessageSequence, *, now: float
-) -> Conversation:
-    """The conversation, once the request's history is its canonical turns (or adopted) and
-    the revision it asks for can still be answered (``refuse_unreplayable``)."""
+) -> tuple[Conversation, int]:
+    """The conversation and the revision the request answers, once the request's history is
+    its canonical turns (or adopted) and that revision can still be answered
+    (``refuse_unreplayable``)."""
+    refuse_provider_conversation(seq, conversation_id)
     turns = history_turns(seq)
-    conversation = await store.open_conversation(
-        conversation_id, [t.digest for t in turns], now=now
-    )
-    mismatch = first_mismatch(conversation, turns)
+    previous = chained_from(seq)
+    base = 0
+    known = await store.conversation(conversation_id) if previous is not None else None
+    if known is not None and known.turns:
+        assert previous is not None
+        conversation, base = known, await anchored_revision(store, known, previous)
+    else:
+        conversation = await store.open_conversation(
+            conversation_id, [t.digest for t in turns], now=now
+        )
+    mismatch = first_mismatch(conversation, turns, base)
     if mismatch is not None:
         raise HistoryMismatch(mismatch)
-    await refuse_unreplayable(store, conversation, seq.conversation_revision)
-    return conversation
+    revision = base + seq.conversation_revision
+    await refuse_unreplayable(store, conversation, revision)
+    return conversation, revision
+
+
+def refuse_provider_conversation(seq: MessageSequence, conversation_id: str) -> None:
+    """A Responses ``conversation`` object grows with every response, and a request names it,
+    not the response it follows: which revision it answers (and whether it is a retry of
+    the last) cannot be told, so the conversation's turns cannot be kept."""
+    if seq.api == "openai_responses" and seq.envelope.get("conversation") not in (None, ""):
+        raise HistoryMismatch(
+            f"turngate: conversation '{conversation_id}' cannot follow a request that names a "
+            "Responses `conversation`: the provider keeps that history and the request does "
+            "not say which response it follows. Chain with previous_response_id, send the "
+            "history in `input`, or leave out Turngate-Conversation-Id"
+        )
+
+
+def chained_from(seq: MessageSequence) -> str | None:
+    """The provider-held response a request continues, if any."""
+    if seq.api != "openai_responses":
+        return None
+    previous = seq.envelope.get("previous_response_id")
+    return previous if isinstance(previous, str) and previous else None
+
+
+async def anchored_revision(store: StateStore, known: Conversation, previous: str) -> int:
+    """The revision after the committed turn whose response id is ``previous``."""
+    for turn in reversed(known.turns[-ANCHOR_SEARCH:]):
+        if turn.operation_id is None:
+            continue
+        record = await store.get(turn.operation_id)
+        if record is not None and record.handle == previous:
+            return turn.revision + 1
+    raise HistoryMismatch(
+        f"turngate: previous_response_id '{previous}' is not an answer committed for "
+        f"conversation '{known.key}' (its {known.revision} turns' responses; the latest "
+        f"{ANCHOR_SEARCH} looked at). A response whose stream broke was never committed: "
+        "continue from the last committed one"
+    )
 
 
 async def refuse_unreplayable(store: StateStore, known: Conversation, revision: int) -> None:
@@ -80,22 +142,26 @@ async def refuse_unreplayable(store: StateStore, known: Conversation, revision: 
     )
 
 
-def first_mismatch(conversation: Conversation, turns: list[HistoryTurn]) -> str | None:
-    """Why the history is not the conversation's canonical turns, or None."""
+def first_mismatch(
+    conversation: Conversation, turns: list[HistoryTurn], base: int = 0
+) -> str | None:
+    """Why the history is not the conversation's canonical turns from revision ``base`` on
+    (a chained request's first turn answers revision ``base``), or None."""
     canonical = conversation.turns
     for turn in turns:
-        where = f"assistant turn {turn.index} ({turn.location}, message {turn.message_index})"
-        if turn.index >= len(canonical):
+        index = base + turn.index
+        where = f"assistant turn {index} ({turn.location}, message {turn.message_index})"
+        if index >= len(canonical):
             return (
                 f"turngate: {where} of conversation '{conversation.key}' was never committed: "
                 f"the conversation has {len(canonical)} canonical turns. An answer that was "
                 "streamed but not committed (preview text) is not history"
             )
-        if turn.digest != canonical[turn.index].digest:
-            committed = canonical[turn.index].operation_id or "the conversation's first request"
+        if turn.digest != canonical[index].digest:
+            committed = canonical[index].operation_id or "the conversation's first request"
             return (
                 f"turngate: {where} of conversation '{conversation.key}' differs from the turn "
-                f"committed for revision {turn.index} (operation '{committed}'): send the "
+                f"committed for revision {index} (operation '{committed}'): send the "
                 "committed turn back unchanged"
             )
     return None

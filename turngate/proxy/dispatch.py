@@ -195,6 +195,7 @@ async def prepare(
     operation_id = new_operation_id()
     shadow: ShadowRecord | None = None
     generation = 0
+    revision = seq.conversation_revision
     if decide(policy.mode, seq).enforced:
         observer.validated(verdict.status, verdict.rules, enforced=True)
         check_known(seq, version, stored)
@@ -205,7 +206,7 @@ async def prepare(
         )
         if conversation is not None:
             # Last before the claim: only a request that passed everything adopts a history.
-            known = await checked_conversation(
+            known, revision = await checked_conversation(
                 services.store, conversation, seq, now=services.clock()
             )
             generation = known.cancel_generation
@@ -231,6 +232,7 @@ async def prepare(
         operation_id=operation_id,
         conversation=conversation,
         cancel_generation=generation,
+        revision=revision,
     )
     key = None
     if shadow is None:
@@ -288,12 +290,13 @@ def manifest(
     operation_id: str,
     conversation: str | None,
     cancel_generation: int = 0,
+    revision: int,
 ) -> DispatchManifest:
     stream = route.info.stream if route.info.stream is not None else seq.stream
     return DispatchManifest(
         operation_id=operation_id,
         conversation_id=conversation,
-        conversation_revision=seq.conversation_revision,
+        conversation_revision=revision,
         cancel_generation=cancel_generation,
         api=version.api,
         provider=route.provider,

@@ -1,0 +1,142 @@
+"""A conversation whose history the provider keeps: Responses ``previous_response_id``.
+
+With ``previous_response_id`` a request carries only what follows that response (the call's
+output, the next question); the turns before it are the provider's. Under
+``Turngate-Conversation-Id`` such a request continues the conversation at the revision after
+the response it names, which must be a turn turngate committed for this conversation: a
+response whose stream broke (its id seen, its turn never committed) cannot be continued,
+exactly as its preview text could not be sent back as history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import get, openai_sdk
+from tests.proxy.stack import Stack
+
+pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
+
+CALLS = "openai-responses/pai-nonstream-function-call.json"
+AFTER = "openai-responses/pai-nonstream-after-function-output.json"
+TOOLS: Any = [
+    {
+        "type": "function",
+        "name": "get_capital",
+        "parameters": {
+            "type": "object",
+            "properties": {"country": {"type": "string"}},
+            "required": ["country"],
+            "additionalProperties": False,
+        },
+        "strict": True,
+    }
+]
+
+
+def text_answer(response_id: str, text: str) -> Reply:
+    answer = load_json(FIXTURES_DIR / AFTER)
+    assert isinstance(answer, dict)
+    answer["id"] = response_id
+    answer["output"][0]["content"][0]["text"] = text
+    return Reply.json(answer)
+
+
+async def test_each_chained_request_is_the_next_revision(stack: Stack):
+    async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-1"}) as sdk:
+        stack.upstream.reply(Reply.fixture(CALLS))
+        first = await sdk.responses.create(
+            model="gpt-4o", input="Capital of PotatoLand?", tools=TOOLS
+        )
+        (call,) = first.output
+        stack.upstream.reply(Reply.fixture(AFTER))
+        second = await sdk.responses.create(
+            model="gpt-4o",
+            previous_response_id=first.id,
+            input=[
+                {"type": "function_call_output", "call_id": call.call_id, "output": "Mashville"}
+            ],
+            tools=TOOLS,
+        )
+        stack.upstream.reply(text_answer("resp_third", "It is famous for its potatoes."))
+        third = await sdk.responses.create(
+            model="gpt-4o",
+            previous_response_id=second.id,
+            input="What is it famous for?",
+            tools=TOOLS,
+        )
+    assert third.output_text == "It is famous for its potatoes."
+    assert len(stack.upstream.received) == 3
+    status, record = await get(stack, "/turngate/v1/conversations/chain-1")
+    assert status == 200
+    assert record["revision"] == 3
+    assert [t["revision"] for t in record["turns"]] == [0, 1, 2]
+
+
+async def test_a_response_never_committed_cannot_be_continued(stack: Stack):
+    async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-2"}) as sdk:
+        stack.upstream.reply(Reply.fixture(CALLS))
+        await sdk.responses.create(model="gpt-4o", input="Capital of PotatoLand?", tools=TOOLS)
+        with pytest.raises(openai.BadRequestError) as raised:
+            # e.g. the id of a response whose stream broke: seen, never committed
+            await sdk.responses.create(
+                model="gpt-4o", previous_response_id="resp_broken_stream", input="And then?"
+            )
+    assert raised.value.response.headers["Turngate-Rejection"] == "history_mismatch"
+    assert "resp_broken_stream" in str(raised.value)
+    assert len(stack.upstream.received) == 1
+
+
+async def test_a_retried_chained_request_is_replayed(stack: Stack):
+    async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-3"}) as sdk:
+        stack.upstream.reply(Reply.fixture(CALLS))
+        first = await sdk.responses.create(
+            model="gpt-4o", input="Capital of PotatoLand?", tools=TOOLS
+        )
+        (call,) = first.output
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "Mashville"}
+        stack.upstream.reply(Reply.fixture(AFTER))
+        ask: Any = {"model": "gpt-4o", "previous_response_id": first.id, "input": [output]}
+        second = await sdk.responses.with_raw_response.create(**ask, tools=TOOLS)
+        again = await sdk.responses.with_raw_response.create(**ask, tools=TOOLS)
+    assert again.headers["Turngate-Replay"] == "1"
+    assert again.parse().id == second.parse().id
+    assert len(stack.upstream.received) == 2
+
+
+async def test_a_conversation_first_seen_chained_starts_there(stack: Stack):
+    # Begun before turngate: the response it continues is not one turngate knows.
+    async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-4"}) as sdk:
+        stack.upstream.reply(Reply.fixture(CALLS))
+        first = await sdk.responses.create(
+            model="gpt-4o", previous_response_id="resp_before_turngate", input="Go on.", tools=TOOLS
+        )
+        (call,) = first.output
+        stack.upstream.reply(Reply.fixture(AFTER))
+        await sdk.responses.create(
+            model="gpt-4o",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": call.call_id, "output": "x"}],
+            tools=TOOLS,
+        )
+    status, record = await get(stack, "/turngate/v1/conversations/chain-4")
+    assert status == 200
+    assert [t["revision"] for t in record["turns"]] == [0, 1]
+
+
+async def test_a_provider_conversation_object_is_refused_under_a_conversation_id(stack: Stack):
+    async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-5"}) as sdk:
+        with pytest.raises(openai.BadRequestError) as raised:
+            await sdk.responses.create(model="gpt-4o", conversation="conv_689667905b", input="Hi")
+        # Without the header it is an ordinary request.
+        stack.upstream.reply(Reply.fixture(AFTER))
+        plain = openai_sdk(stack)
+        await plain.responses.create(model="gpt-4o", conversation="conv_689667905b", input="Hi")
+        await plain.close()
+    assert "previous_response_id" in str(raised.value)
+    assert len(stack.upstream.received) == 1
