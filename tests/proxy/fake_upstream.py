@@ -5,7 +5,8 @@
     upstream.reply(Reply(status=500, body=b"..."), path="/v1/messages")   # per path
     ... upstream.received  -> [Received(method, path_qs, headers, body)]
 
-Faults: ``status`` (any code), ``delay`` (seconds before the headers), ``drop_after``
+Faults: ``status`` (any code), ``delay`` (seconds before the headers), ``pace`` (seconds
+between two events of a stream), ``drop_after``
 (bytes of body written, then, ``linger`` seconds later, the connection is aborted), ``hang``
 (read the request, never answer). ``.sse`` bodies are written one event at a time, like a
 real stream.
@@ -38,6 +39,8 @@ class Reply:
     # has buffered but not yet handed out once the connection errors, so without this pause
     # the bytes written before the cut can be lost and the reader sees no body at all.
     linger: float = 0.25
+    # Seconds between two events of a streamed body (a model generating at its pace).
+    pace: float = 0.0
 
     @classmethod
     def fixture(cls, relative: str, **kwargs: Any) -> Reply:
@@ -106,7 +109,9 @@ class FakeUpstream:
             response.content_length = len(reply.body)
         await response.prepare(request)
         payload = reply.body if reply.drop_after is None else reply.body[: reply.drop_after]
-        for piece in _pieces(payload, reply.streamed):
+        for index, piece in enumerate(_pieces(payload, reply.streamed)):
+            if reply.pace and index:
+                await asyncio.sleep(reply.pace)
             await response.write(piece)
         if reply.drop_after is not None:
             assert request.transport is not None

@@ -57,6 +57,12 @@ _CUT_SHORT = frozenset({STREAM_TRUNCATED, MISSING_STOP, "sse_truncated"})
 MAX_RESUMES = 3
 # Bytes of a large upstream read decoded and written before the rest of the read.
 PIECE = 16 * 1024
+# While the relay holds what the provider streams (a tool call's arguments) and has written
+# nothing for this long, an empty line goes to the client: every SSE reader skips it
+# (between frames it dispatches nothing), and an SDK's read timeout does not fire on a
+# provider that is streaming all along. Not written to a buffered stream before its headers.
+KEEPALIVE_AFTER = 5.0
+KEEPALIVE = b"\n"
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 RETRIED = "retried: the upstream closed the stream before its first byte"
 RESENT = "retried: the upstream closed the connection before answering"
@@ -291,6 +297,9 @@ class StreamSession:
         received = 0
         relay, previews = self.relay, self._previews
         watch = IdleWatch.take_over(upstream)
+        clock = asyncio.get_running_loop().time
+        # Since when the client got nothing of what arrived (None: the last read wrote).
+        held_since: float | None = None
         try:
             async for chunk in upstream.content.iter_any():
                 if watch is not None:
@@ -322,6 +331,13 @@ class StreamSession:
                         stop = None
                     else:
                         stop = await self._settle(owner, chunk, out)
+                    if out:
+                        held_since = None
+                    elif held_since is None:
+                        held_since = clock()
+                    elif clock() - held_since >= KEEPALIVE_AFTER:
+                        await self._keep_alive()
+                        held_since = clock()
                     del out
                 if stop is not None:
                     return stop, received
@@ -494,6 +510,18 @@ class StreamSession:
             response = await self._prepare()
         try:
             await response.write(data)
+        except ConnectionResetError as exc:
+            raise ClientGone from exc
+
+    async def _keep_alive(self) -> None:
+        """``KEEPALIVE``, not recorded for replay: it says nothing."""
+        response = self.response
+        if response is None:
+            if self.plan.buffer:
+                return
+            response = await self._prepare()
+        try:
+            await response.write(KEEPALIVE)
         except ConnectionResetError as exc:
             raise ClientGone from exc
 
