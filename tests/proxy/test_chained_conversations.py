@@ -47,29 +47,27 @@ def text_answer(response_id: str, text: str) -> Reply:
     return Reply.json(answer)
 
 
+async def ask_capital(stack: Stack, sdk: Any, **extra: Any) -> tuple[Any, dict[str, Any]]:
+    """A request whose recorded answer calls get_capital; and the output answering it."""
+    stack.upstream.reply(Reply.fixture(CALLS))
+    first = await sdk.responses.create(
+        model="gpt-4o", input="Capital of PotatoLand?", tools=TOOLS, **extra
+    )
+    (call,) = first.output
+    return first, {"type": "function_call_output", "call_id": call.call_id, "output": "Mashville"}
+
+
+def chained(previous: Any, item: Any) -> dict[str, Any]:
+    return {"model": "gpt-4o", "previous_response_id": previous.id, "input": item, "tools": TOOLS}
+
+
 async def test_each_chained_request_is_the_next_revision(stack: Stack):
     async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-1"}) as sdk:
-        stack.upstream.reply(Reply.fixture(CALLS))
-        first = await sdk.responses.create(
-            model="gpt-4o", input="Capital of PotatoLand?", tools=TOOLS
-        )
-        (call,) = first.output
+        first, output = await ask_capital(stack, sdk)
         stack.upstream.reply(Reply.fixture(AFTER))
-        second = await sdk.responses.create(
-            model="gpt-4o",
-            previous_response_id=first.id,
-            input=[
-                {"type": "function_call_output", "call_id": call.call_id, "output": "Mashville"}
-            ],
-            tools=TOOLS,
-        )
+        second = await sdk.responses.create(**chained(first, [output]))
         stack.upstream.reply(text_answer("resp_third", "It is famous for its potatoes."))
-        third = await sdk.responses.create(
-            model="gpt-4o",
-            previous_response_id=second.id,
-            input="What is it famous for?",
-            tools=TOOLS,
-        )
+        third = await sdk.responses.create(**chained(second, "What is it famous for?"))
     assert third.output_text == "It is famous for its potatoes."
     assert len(stack.upstream.received) == 3
     status, record = await get(stack, "/turngate/v1/conversations/chain-1")
@@ -80,8 +78,7 @@ async def test_each_chained_request_is_the_next_revision(stack: Stack):
 
 async def test_a_response_never_committed_cannot_be_continued(stack: Stack):
     async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-2"}) as sdk:
-        stack.upstream.reply(Reply.fixture(CALLS))
-        await sdk.responses.create(model="gpt-4o", input="Capital of PotatoLand?", tools=TOOLS)
+        await ask_capital(stack, sdk)
         with pytest.raises(openai.BadRequestError) as raised:
             # e.g. the id of a response whose stream broke: seen, never committed
             await sdk.responses.create(
@@ -94,16 +91,10 @@ async def test_a_response_never_committed_cannot_be_continued(stack: Stack):
 
 async def test_a_retried_chained_request_is_replayed(stack: Stack):
     async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-3"}) as sdk:
-        stack.upstream.reply(Reply.fixture(CALLS))
-        first = await sdk.responses.create(
-            model="gpt-4o", input="Capital of PotatoLand?", tools=TOOLS
-        )
-        (call,) = first.output
-        output = {"type": "function_call_output", "call_id": call.call_id, "output": "Mashville"}
+        first, output = await ask_capital(stack, sdk)
         stack.upstream.reply(Reply.fixture(AFTER))
-        ask: Any = {"model": "gpt-4o", "previous_response_id": first.id, "input": [output]}
-        second = await sdk.responses.with_raw_response.create(**ask, tools=TOOLS)
-        again = await sdk.responses.with_raw_response.create(**ask, tools=TOOLS)
+        second = await sdk.responses.with_raw_response.create(**chained(first, [output]))
+        again = await sdk.responses.with_raw_response.create(**chained(first, [output]))
     assert again.headers["Turngate-Replay"] == "1"
     assert again.parse().id == second.parse().id
     assert len(stack.upstream.received) == 2
@@ -112,18 +103,9 @@ async def test_a_retried_chained_request_is_replayed(stack: Stack):
 async def test_a_conversation_first_seen_chained_starts_there(stack: Stack):
     # Begun before turngate: the response it continues is not one turngate knows.
     async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-4"}) as sdk:
-        stack.upstream.reply(Reply.fixture(CALLS))
-        first = await sdk.responses.create(
-            model="gpt-4o", previous_response_id="resp_before_turngate", input="Go on.", tools=TOOLS
-        )
-        (call,) = first.output
+        first, output = await ask_capital(stack, sdk, previous_response_id="resp_before_turngate")
         stack.upstream.reply(Reply.fixture(AFTER))
-        await sdk.responses.create(
-            model="gpt-4o",
-            previous_response_id=first.id,
-            input=[{"type": "function_call_output", "call_id": call.call_id, "output": "x"}],
-            tools=TOOLS,
-        )
+        await sdk.responses.create(**chained(first, [output]))
     status, record = await get(stack, "/turngate/v1/conversations/chain-4")
     assert status == 200
     assert [t["revision"] for t in record["turns"]] == [0, 1]
