@@ -85,3 +85,14 @@ def parse(request: dict[str, Any]) -> MessageSequence:
 
 def verdict_of(request: dict[str, Any]) -> Verdict:
     return validate(parse(request), CAPABILITIES)
+
+
+def scanned_pdf(pages: int, image_bytes: int) -> bytes:
+    """A PDF as a scanner writes one: a page object per page, each drawing one large image."""
+    parts = [b"%PDF-1.4\n"]
+    for page in range(pages):
+        parts.append(b"%d 0 obj << /Type /Page /Parent 1 0 R /Resources 9 0 R >> endobj\n" % page)
+        parts.append(b"<< /Type /XObject /Subtype /Image /Length %d >>\nstream\n" % image_bytes)
+        parts.append(bytes(image_bytes // pages) + b"\nendstream\n")
+    parts.append(b"1 0 obj << /Type /Pages /Count %d >> endobj\n%%%%EOF\n" % pages)
+    return b"".join(parts)

@@ -13,6 +13,7 @@ import orjson
 import pytest
 from google.genai import errors as genai_errors
 
+from tests.adapters.anthropic_builders import scanned_pdf
 from tests.fixtures_dir import COUNTS, FIXTURES_DIR, fixture_params, load_json, note_largest
 from tests.graph.chat_builders import assistant, body, call, tool, user
 from turngate.adapters import detect_api, get_adapter
@@ -370,3 +371,30 @@ def test_google_genai_raises_client_error_invalid_argument():
         genai_errors.APIError.raise_for_response(response)
     assert (caught.value.code, caught.value.status) == (400, "INVALID_ARGUMENT")
     assert (caught.value.message or "").startswith("The input token count (")
+
+
+@pytest.mark.parametrize(
+    ("document", "at_most"),
+    [
+        # 8 MB of scanned pages: 4 pages, not the 262k tokens its size would say.
+        (scanned_pdf(4, 8 * 1024 * 1024), 4 * BUILTIN_POLICY.media.file_page_tokens),
+        # No page to be read (object streams, or not a PDF): by its decoded size, as before.
+        (b"%PDF-1.7\n" + bytes(64_000), 64_009 // BUILTIN_POLICY.media.file_bytes_per_token),
+    ],
+    ids=["scanned-pdf", "pages-unreadable"],
+)
+def test_a_pdf_is_charged_by_its_pages_when_they_can_be_read(document: bytes, at_most: int):
+    entry = BUILTIN_POLICY.model_entry("claude-haiku-4-5")
+    assert entry is not None
+    data = base64.b64encode(document).decode()
+    block = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+    }
+    request = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": [block]}],
+    }
+    count = count_request(request, entry, BUILTIN_POLICY.media)
+    assert BUILTIN_POLICY.media.file_tokens <= count.media <= at_most

@@ -4,6 +4,7 @@ API's own context-length error form; one under is sent."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -17,9 +18,10 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from tests.adapters.anthropic_builders import scanned_pdf
 from tests.fixtures_dir import COUNTS, FIXTURES_PRESENT
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import post
+from tests.proxy.helpers import claude_answer, post
 from tests.proxy.policy_stack import policy_of, shadow_records, start_policy_stack
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 from tests.proxy.stack import ANTHROPIC_KEY, GEMINI_KEY, OPENAI_KEY, Stack
@@ -362,3 +364,29 @@ asyncio.run(main())
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False"]
+
+
+async def test_a_scanned_pdf_is_sent_not_refused_by_its_size(stack: Stack):
+    # 8 MB of scanned pages, 4 pages: about 12k tokens to Anthropic; charged by its size it
+    # was 262k, over claude-haiku-4-5's window, and refused before the provider saw it.
+    stack.upstream.reply(claude_answer("The invoice totals 1,240 EUR."))
+    data = base64.b64encode(scanned_pdf(4, 8 * 1024 * 1024)).decode()
+    document = {"type": "base64", "media_type": "application/pdf", "data": data}
+    async with anthropic.AsyncAnthropic(
+        api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), max_retries=0
+    ) as sdk:
+        answer = await sdk.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=1024,
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "document", "source": document},
+                        {"type": "text", "text": "What does the invoice total?"},
+                    ],
+                }
+            ],
+        )
+    assert answer.content[0].text == "The invoice totals 1,240 EUR."  # type: ignore[union-attr]
+    assert len(stack.upstream.received) == 1

@@ -194,6 +194,11 @@ class MediaEstimates(_Section):
     video_bytes_per_token: int = Field(default=1000, gt=0)
     file_tokens: int = Field(default=1600, ge=0, description="per file/document, at least")
     file_bytes_per_token: int = Field(default=32, gt=0, description="inline files, decoded size")
+    file_page_tokens: int = Field(
+        default=3000,
+        ge=0,
+        description="per page of an inline PDF whose pages can be counted, instead of its size",
+    )
     encrypted_bytes_per_token: int = Field(
         default=4,
         gt=0,

@@ -21,6 +21,8 @@ entry's ``factor`` (rounded up).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -316,7 +318,31 @@ class _Walk:
             return max(estimates.audio_tokens, inline // estimates.audio_bytes_per_token)
         if kind == "video":
             return max(estimates.video_tokens, inline // estimates.video_bytes_per_token)
+        pages = pdf_pages(_longest_string(item)) if inline >= _PAGES_WORTH_COUNTING else 0
+        if pages:
+            return max(estimates.file_tokens, pages * estimates.file_page_tokens)
         return max(estimates.file_tokens, inline // estimates.file_bytes_per_token)
+
+
+# A PDF's tokens are its pages' (Anthropic: 1,500-3,000 a page, text and page image; Gemini
+# 258), not its size: a scanned page is a megabyte of image. Counted where the size alone
+# would charge more than a few pages.
+_PAGES_WORTH_COUNTING = 256 * 1024
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+
+
+def pdf_pages(value: str) -> int:
+    """The page objects of an inline base64 PDF, 0 when none can be read (not a PDF, or its
+    pages inside compressed object streams)."""
+    if value.startswith("data:"):
+        value = value.partition(",")[2]
+    try:
+        data = base64.b64decode(value, validate=False)
+    except (ValueError, binascii.Error):
+        return 0
+    if not data.startswith(b"%PDF"):
+        return 0
+    return len(_PDF_PAGE.findall(data))
 
 
 def media_kind(obj: Mapping[str, Any], key: str | None) -> MediaKind | None:
