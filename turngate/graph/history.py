@@ -79,6 +79,21 @@ def history_turns(seq: MessageSequence) -> list[HistoryTurn]:
     return turns
 
 
+def continued_run(seq: MessageSequence) -> tuple[AnyBlock, ...]:
+    """The blocks of the assistant message(s) an Anthropic request ends with: Claude
+    continues them (a prefill such as ``{``), so the answer's turn is they and what follows.
+    Empty for the other APIs (they answer a history, never continue it) and for a request
+    that ends with anything else."""
+    if seq.api != "anthropic":
+        return ()
+    run: list[AnyBlock] = []
+    for message in reversed(seq.messages):
+        if message.role != "assistant":
+            break
+        run[:0] = message.blocks
+    return tuple(run)
+
+
 def _outline_turns(outline: SequenceOutline) -> list[HistoryTurn]:
     """``history_turns`` read from an outline: its assistant messages hold text and calls."""
     turns: list[HistoryTurn] = []

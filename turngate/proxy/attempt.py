@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from typing import Any
 
@@ -45,8 +46,9 @@ from turngate.errors import (
     TurngateError,
     UpstreamProtocolError,
 )
-from turngate.graph.model import MessageSequence
+from turngate.graph.model import AnyBlock, MessageSequence
 from turngate.graph.turn import AssistantTurn
+from turngate.proxy.conversation import answer_prefix
 from turngate.proxy.errors import error_response
 from turngate.proxy.observe import DispatchObserver, quiet_observer
 from turngate.proxy.replay import RecordedStream, commit_answer, commit_streamed, quietly
@@ -220,6 +222,10 @@ class Attempt:
             http=self.services.session,
             upstream_base=self.route.prefix.upstream,
         )
+
+    @functools.cached_property
+    def turn_prefix(self) -> tuple[AnyBlock, ...]:
+        return answer_prefix(self.seq, self.manifest.conversation_revision)
 
     def call_schemas(self) -> dict[str, Any] | None:
         # A shadowed request is only observed: its calls are checked for completeness, not

@@ -4,6 +4,11 @@
     history turn k == canonical turn k of c, for every k < r   else 400 history_mismatch
     the claim takes (c, r, the conversation's cancel generation)
 
+An Anthropic request ending with an assistant message that Claude continues (a prefill)
+answers the revision of the turns before it; its canonical turn is the prefill and the answer
+(``answer_prefix``). A last message that is a committed turn (a paused turn sent back to go
+on) is counted as the turn it is.
+
 A chained request (Responses ``previous_response_id``) carries only what follows the
 response it names; the turns before are the provider's. Its revision counts from that
 response: r = (revision of the committed turn whose response id it names) + 1 + the assistant
@@ -31,8 +36,8 @@ import orjson
 from aiohttp import web
 
 from turngate.errors import LocalError
-from turngate.graph.history import HistoryTurn, history_turns
-from turngate.graph.model import MessageSequence
+from turngate.graph.history import HistoryTurn, continued_run, history_turns
+from turngate.graph.model import AnyBlock, MessageSequence
 from turngate.proxy.errors import plain_error
 from turngate.proxy.replay import ReplayUnavailable
 from turngate.state.conversations import Conversation
@@ -64,6 +69,8 @@ async def checked_conversation(
     (``refuse_unreplayable``)."""
     refuse_provider_conversation(seq, conversation_id)
     turns = history_turns(seq)
+    # An Anthropic prefill starts the answer: not a turn to check, adopt or count.
+    answered = turns[:-1] if continued_run(seq) else turns
     previous = chained_from(seq)
     base = 0
     known = await store.conversation(conversation_id) if previous is not None else None
@@ -72,14 +79,28 @@ async def checked_conversation(
         conversation, base = known, await anchored_revision(store, known, previous)
     else:
         conversation = await store.open_conversation(
-            conversation_id, [t.digest for t in turns], now=now
+            conversation_id, [t.digest for t in answered], now=now
         )
-    mismatch = first_mismatch(conversation, turns, base)
+    if len(answered) < len(turns) and first_mismatch(conversation, turns, base) is None:
+        # The message it ends with is a committed turn (a paused turn sent back to go on).
+        answered = turns
+    mismatch = first_mismatch(conversation, answered, base)
     if mismatch is not None:
         raise HistoryMismatch(mismatch)
-    revision = base + seq.conversation_revision
+    revision = base + len(answered)
     await refuse_unreplayable(store, conversation, revision)
     return conversation, revision
+
+
+def answer_prefix(seq: MessageSequence, revision: int) -> tuple[AnyBlock, ...]:
+    """What the canonical turn of ``revision`` starts with before the answer: the prefill a
+    request ends with, when ``checked_conversation`` did not count it as a turn."""
+    prefill = continued_run(seq)
+    # Only Anthropic continues a message, and it chains no response: its revision counts
+    # the request's own turns.
+    if prefill and revision == len(history_turns(seq)) - 1:
+        return prefill
+    return ()
 
 
 def refuse_provider_conversation(seq: MessageSequence, conversation_id: str) -> None:

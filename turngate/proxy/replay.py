@@ -22,6 +22,7 @@ another body).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable
 from typing import Any, Protocol
@@ -37,7 +38,7 @@ from turngate.errors import (
 )
 from turngate.graph.codec import digest_bytes, digest_of
 from turngate.graph.history import turn_digest
-from turngate.graph.model import ApiName
+from turngate.graph.model import AnyBlock, ApiName
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.replay_stream import responses_events
 from turngate.proxy.services import Services
@@ -166,14 +167,27 @@ class Committer(Protocol):
     open: bool
 
     @property
+    def turn_prefix(self) -> tuple[AnyBlock, ...]:
+        """What the canonical turn starts with before the answer (an Anthropic prefill)."""
+        ...
+
+    @property
     def keep_answer(self) -> bool: ...
 
     async def quarantine(self, entry: dict[str, Any]) -> None: ...
 
 
+def continued(owner: Committer, turn: AssistantTurn) -> AssistantTurn:
+    """The turn as the conversation keeps it: after the prefill it continues, if any."""
+    prefix = owner.turn_prefix
+    return dataclasses.replace(turn, blocks=prefix + turn.blocks) if prefix else turn
+
+
 async def commit_streamed(owner: Committer, turn: AssistantTurn) -> None:
     """The commit a stream ends with (stream.py asks its attempt); raises when refused."""
-    record = await record_commit(owner.services, owner.manifest, turn, enforced=owner.enforced)
+    record = await record_commit(
+        owner.services, owner.manifest, continued(owner, turn), enforced=owner.enforced
+    )
     _observed(owner, record)
 
 
@@ -200,7 +214,12 @@ async def commit_answer(
         kept = StoredResponse(status, content_type, data, False, expires_at)
     try:
         record = await record_commit(
-            services, manifest, turn, enforced=owner.enforced, response=kept, sent=sent
+            services,
+            manifest,
+            continued(owner, turn),
+            enforced=owner.enforced,
+            response=kept,
+            sent=sent,
         )
     except (IllegalTransition, StateConflict) as exc:
         log.warning("answer of %s not committed: %s", manifest.operation_id, exc)
