@@ -333,6 +333,8 @@ class StreamSession:
                         stop = await self._settle(owner, chunk, out)
                     if out:
                         held_since = None
+                    elif stop is not None:
+                        pass
                     elif held_since is None:
                         held_since = clock()
                     elif clock() - held_since >= KEEPALIVE_AFTER:
