@@ -17,6 +17,9 @@ from typing import Any
 
 import orjson
 
+from turngate.adapters.relay import StreamRelay
+from turngate.graph.model import ApiName, ToolCallBlock
+
 FOLDERS = {
     "openai_chat": "openai-chat",
     "openai_responses": "openai-responses",
@@ -273,3 +276,15 @@ def old_generation_schedule(stream: bytes, cut: int) -> list[tuple[int, bytes]]:
             schedule.append((1, late[k].raw))
     schedule.extend((1, frame.raw) for frame in late[len(fresh) :])
     return schedule
+
+
+def first_tool_call_end(api: ApiName, stream: bytes) -> int:
+    """Where the frame ends that makes the stream's first tool call whole, as the relay
+    sees it: cut there, the client got a call it may be running."""
+    relay, start = StreamRelay(api), 0
+    for end in frame_ends(stream):
+        relay.feed(stream[start:end])
+        start = end
+        if any(isinstance(block, ToolCallBlock) for block in relay.assembler.committed):
+            return end
+    raise AssertionError("no tool call in the stream")

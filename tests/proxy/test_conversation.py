@@ -142,7 +142,8 @@ async def test_half_of_a_previewed_answer_is_not_history(streams: Any, sqlite: b
     half = previewed_text(broken.body)
     assert 0 < len(half) < len(previewed_text(data))
     (record,) = await stack.store.records()
-    assert record.state is DispatchState.UNKNOWN
+    # Over (nothing the provider runs, no tool call delivered), never committed.
+    assert record.state is DispatchState.FAILED
 
     messages = [*first["messages"], {"role": "assistant", "content": half}]
     messages.append({"role": "user", "content": "Go on."})

@@ -205,11 +205,25 @@ async def test_an_upstream_error_is_relayed_unchanged_and_fails_the_operation(st
     assert record["history"][-1]["detail"] == "upstream status 529"
 
 
-async def test_a_body_cut_mid_answer_leaves_the_operation_unknown(stack: Stack):
+async def test_a_body_cut_mid_answer_fails_the_operation(stack: Stack):
     stack.upstream.reply(Reply.fixture(TOOL_CALLS + ".json", drop_after=100))
     status, headers, body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
     assert status == 502
     assert orjson.loads(body)["error"]["code"] == "upstream_unavailable"
+    # Nothing reached the client and the provider runs nothing itself: over, not UNKNOWN.
+    record = await operation(stack, headers["Turngate-Operation-Id"])
+    assert states(record)[-2:] == ["SENT", "FAILED"]
+
+
+async def test_a_body_cut_with_a_provider_run_tool_leaves_the_operation_unknown(stack: Stack):
+    stem = "anthropic/pai-nonstream-after-4-tool-results"
+    stack.upstream.reply(Reply.fixture(stem + ".json", drop_after=100))
+    request = orjson.loads(fixture_bytes(stem + ".request.json"))
+    request["tools"].append({"type": "web_search_20250305", "name": "web_search"})
+    status, headers, _body = await post(stack, "/anthropic/v1/messages", request)
+    assert status == 502
+    # The provider may have searched the web already: unknown, not sent again.
+    assert headers["x-should-retry"] == "false"
     record = await operation(stack, headers["Turngate-Operation-Id"])
     assert states(record)[-2:] == ["SENT", "UNKNOWN"]
 
@@ -219,7 +233,7 @@ async def _read_into(resp: aiohttp.ClientResponse, received: bytearray) -> None:
         received += chunk
 
 
-async def test_a_stream_cut_midway_breaks_the_client_stream_and_is_unknown(stack: Stack):
+async def test_a_stream_cut_midway_breaks_the_client_stream_and_is_over(stack: Stack):
     stem = "openai-chat/pai-after-parallel-tool-results"
     # 400 bytes: the upstream is inside its first frame, so a turn has started upstream.
     stack.upstream.reply(Reply.fixture(stem + ".sse", drop_after=400))
@@ -240,10 +254,11 @@ async def test_a_stream_cut_midway_breaks_the_client_stream_and_is_unknown(stack
     assert b"tool_calls" not in received
     *_, last = received.rstrip().split(b"\n\n")
     assert orjson.loads(last.removeprefix(b"data: "))["error"]["code"] == "stream_truncated"
-    # Bytes came, so it is not retried: one send, and the outcome is unknown, not committed.
+    # Bytes came, so turngate does not retry it: one send. Nothing the provider runs and no
+    # tool call delivered: the attempt is over (FAILED), never committed, its revision free.
     assert len(stack.upstream.received) == 1
     record = await operation(stack, operation_id)
-    assert states(record)[-3:] == ["SENT", "STREAMING", "UNKNOWN"]
+    assert states(record)[-3:] == ["SENT", "STREAMING", "FAILED"]
     assert record["history"][-1]["detail"] == "stream_truncated"
     assert "COMMITTED" not in states(record)
 

@@ -22,6 +22,7 @@ from tests.fixtures_dir import COUNTS, FIXTURES_PRESENT
 from tests.proxy.stream_support import RecordingStore, StreamStack, recorded_request
 from tests.proxy.stream_upstream import Script, ScriptedUpstream
 from tests.proxy.test_stream_recovery import tool_stream
+from turngate.graph.model import ApiName
 from turngate.proxy.app import SERVICES, create_app
 from turngate.proxy.recovery import recover_once
 from turngate.proxy.upstream import UpstreamTimeouts
@@ -91,19 +92,25 @@ async def unknown_record(stack: StreamStack) -> OperationRecord:
 
 def cut_after_bytes(data: bytes) -> Script:
     """The stream stops after its first two frames, short of its end: bytes reached the
-    client, so the outcome is UNKNOWN."""
+    client (an attempt that declares a provider-run tool is then UNKNOWN)."""
     return Script(data, cut=faults.frame_ends(data)[1], end="clean")
+
+
+def cut_after_a_tool_call(api: ApiName, data: bytes) -> Script:
+    """The stream stops right after its first tool call reached the client, which may be
+    running it: the attempt's outcome is UNKNOWN."""
+    return Script(data, cut=faults.first_tool_call_end(api, data), end="clean")
 
 
 @pytest.mark.parametrize("api", ["openai_chat", "anthropic"])
 async def test_an_unknown_attempt_blocks_its_revision_until_its_deadline(
-    timed: Callable[[], Any], api: str
+    timed: Callable[[], Any], api: ApiName
 ) -> None:
     run: Timed = await timed()
     stack, clock = run.stack, run.clock
     path = tool_stream(api)
     data = path.read_bytes()
-    stack.upstream.script(cut_after_bytes(data), Script(data))
+    stack.upstream.script(cut_after_a_tool_call(api, data), Script(data))
     broken = await stack.post(api, recorded_request(path), CONVERSATION)
     assert broken.broken
     await unknown_record(stack)
@@ -141,7 +148,7 @@ async def test_the_background_task_settles_what_passed_its_deadline(
     run: Timed = await timed()
     stack, clock = run.stack, run.clock
     path = tool_stream("openai_chat")
-    stack.upstream.script(cut_after_bytes(path.read_bytes()))
+    stack.upstream.script(cut_after_a_tool_call("openai_chat", path.read_bytes()))
     await stack.post("openai_chat", recorded_request(path), CONVERSATION)
     await unknown_record(stack)
     services = run.app[SERVICES]

@@ -152,11 +152,31 @@ async def test_no_retry_once_a_byte_came(stream_stack: StackFactory, api: str) -
     run = await stack.post(api, recorded_request(path), CONVERSATION)
     (record,) = await stack.store.records()
     assert len(stack.upstream.received) == 1
-    assert record.state is DispatchState.UNKNOWN
     assert run.broken
     assert is_native_error(api, run.body)
-    # The revision stays blocked until the attempt is known to be over.
-    blocked = await stack.post(api, recorded_request(path), CONVERSATION)
+    # Nothing the provider runs, no tool call delivered: the cut attempt is over, and the
+    # client's own retry of the revision is sent at once.
+    assert record.state is DispatchState.FAILED
+    stack.upstream.default = Script(path.read_bytes())
+    again = await stack.post(api, recorded_request(path), CONVERSATION)
+    assert (again.status, again.broken) == (200, False)
+    assert len(stack.upstream.received) == 2
+
+
+@pytest.mark.parametrize("api", ["openai_responses", "anthropic", "gemini"])
+async def test_a_stream_cut_with_a_provider_run_tool_blocks_its_revision(
+    stream_stack: StackFactory, api: str
+) -> None:
+    path = tool_stream(api)
+    body = _with_hosted_tool(api, recorded_request(path))
+    stack = await stream_stack()
+    stack.upstream.default = Script(path.read_bytes(), cut=20, end="fin")
+    run = await stack.post(api, body, CONVERSATION)
+    (record,) = await stack.store.records()
+    assert run.broken
+    # The provider may have run its tool: unknown until the attempt is known to be over.
+    assert record.state is DispatchState.UNKNOWN
+    blocked = await stack.post(api, body, CONVERSATION)
     assert blocked.status == 409
     assert blocked.headers["Turngate-Rejection"] == "dispatch_conflict"
 

@@ -18,7 +18,8 @@ import pytest
 from opentelemetry.trace import SpanKind, format_trace_id
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fixtures_dir import FIXTURES_PRESENT, fixture_paths
+from tests.adapters.stream_faults import first_tool_call_end
+from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, fixture_paths, load_json
 from tests.graph.chat_builders import assistant, body, call, tool, user
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import CHAT_ANSWER
@@ -119,7 +120,8 @@ async def run_script(stack: TracedStack) -> dict[str, Any]:
     assert status == 200
     # Each delta relayed once.
     assert answer.count(b"event: response.output_text.delta") == seen["repeats"]
-    # 4. A Chat stream cut after two text deltas: the previewed block is retracted, UNKNOWN.
+    # 4. A Chat stream cut after two text deltas: the previewed block is retracted; nothing
+    # the provider runs, no tool call delivered: the attempt is over (FAILED), not UNKNOWN.
     recorded = frames("openai-chat/cc-text-only.sse")
     whole = b"".join(recorded)
     _, cut = cut_after_text(recorded, 2)
@@ -192,11 +194,9 @@ async def test_every_metric_has_its_exact_value(run: Run) -> None:
     }
     assert metrics["turngate.tool_calls.partial_dispatches"] == by_api(dict.fromkeys(APIS, 0))
     assert metrics["turngate.upstream.errors"] == {labels(api="anthropic", status="500"): 1}
-    # The cut stream is UNKNOWN from then on.
-    assert metrics["turngate.dispatch.unknown"] == {frozenset(): 1}
-    assert seen["after cut"]["turngate.dispatch.unknown"] == {frozenset(): 1}
-    ages = metrics["turngate.dispatch.unknown_age"][frozenset()]
-    assert 0 < ages < 60
+    # The cut stream is over, not UNKNOWN: nothing is left to wait for.
+    assert metrics["turngate.dispatch.unknown"] == {frozenset(): 0}
+    assert seen["after cut"]["turngate.dispatch.unknown"] == {frozenset(): 0}
 
 
 async def test_durations_count_every_request(run: Run) -> None:
@@ -259,10 +259,12 @@ async def test_spans_nest_and_carry_the_dispatch(run: Run) -> None:
     refused = [s for s in dispatches if s.attributes and s.attributes.get("turngate.rule_codes")]
     codes = [list(s.attributes["turngate.rule_codes"]) for s in refused if s.attributes]  # type: ignore[arg-type]
     assert sorted(codes) == sorted([rule] for _, rule in REFUSED)
-    cut = [
-        s for s in dispatches if s.attributes and s.attributes.get("turngate.state") == "UNKNOWN"
+    failed = [
+        s for s in dispatches if s.attributes and s.attributes.get("turngate.state") == "FAILED"
     ]
-    assert len(cut) == 1
+    # The cut stream and Anthropic's 500; nothing is left UNKNOWN.
+    assert len(failed) == 2
+    assert not [s for s in dispatches if s.attributes.get("turngate.state") == "UNKNOWN"]  # type: ignore[union-attr]
 
 
 async def test_one_log_line_per_dispatch(run: Run) -> None:
@@ -273,8 +275,8 @@ async def test_one_log_line_per_dispatch(run: Run) -> None:
     assert [line["state"] for line in lines[:5]] == [None] * 5
     assert lines[5]["state"] == "COMMITTED"
     assert lines[5]["upstream_status"] == 200
-    unknown = [line for line in lines if line["state"] == "UNKNOWN"]
-    assert [line["level"] for line in unknown] == ["warning"]
+    cut = [line for line in lines if line["state"] == "FAILED" and line["upstream_status"] == 200]
+    assert [line["level"] for line in cut] == ["warning"]
     assert [line["level"] for line in lines if line["upstream_status"] == 500] == ["warning"]
 
 
@@ -303,7 +305,7 @@ async def test_metrics_endpoint_of_the_real_app_parses(run: Run) -> None:
     assert samples[("turngate_tool_results_orphaned_total", chat_api)] == 3
     lost_claim = frozenset({"api": "openai_chat", "stage": "claim"}.items())
     assert samples[("turngate_cas_conflicts_total", lost_claim)] == 1
-    assert samples[("turngate_dispatch_unknown", frozenset())] == 1
+    assert samples[("turngate_dispatch_unknown", frozenset())] == 0
     for api in APIS:
         assert (
             samples[
@@ -354,11 +356,15 @@ async def test_an_unknown_dispatch_settled_later_leaves_the_gauges(
     traced_stack: TracedStackFactory,
 ) -> None:
     stack = await traced_stack()
-    recorded = frames("openai-chat/cc-text-only.sse")
-    _, cut = cut_after_text(recorded, 1)
-    reply = Reply(body=b"".join(recorded), content_type="text/event-stream", drop_after=cut)
+    # Cut after a tool call reached the client (it may be running it): UNKNOWN.
+    stem = "openai-chat/pai-parallel-2-tool-calls"
+    recorded = b"".join(frames(stem + ".sse"))
+    cut = first_tool_call_end("openai_chat", recorded)
+    reply = Reply(body=recorded, content_type="text/event-stream", drop_after=cut)
     stack.upstream.reply(reply, path="/v1/chat/completions")
-    assert await stack.post(CHAT, chat(stream=True), OPENAI) == (200, b"<broken>")
+    request = load_json(FIXTURES_DIR / (stem + ".request.json"))
+    assert isinstance(request, dict)
+    assert await stack.post(CHAT, request, OPENAI) == (200, b"<broken>")
     assert points(stack.capture.reader)["turngate.dispatch.unknown"] == {frozenset(): 1}
     store = stack.app[SERVICES].store
     (lost,) = [s for s in stack.capture.finished() if s.kind is SpanKind.INTERNAL]

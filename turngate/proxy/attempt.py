@@ -410,7 +410,10 @@ class Attempt:
             data = await upstream.read()
         except _TRANSPORT_ERRORS as exc:
             error = unavailable(exc)
-            await self.move(Transition.LOSE, detail=error.rule)
+            # Nothing of the answer reached the client: with nothing the provider runs
+            # itself (retry_safe), the attempt is over, as a stream cut short is.
+            outcome = Transition.FAIL if self.retry_safe else Transition.LOSE
+            await self.move(outcome, detail=error.rule)
             return self.error(error)
         try:
             turn = self.checked_turn(data)

@@ -420,12 +420,19 @@ class StreamSession:
             # Shadow: the client got the upstream's own stream, end and all.
             await self._end_body()
         cut = stop is Stop.DROPPED or outcome.rule in _CUT_SHORT
-        if cut and not nothing:
+        if cut and not nothing and not self._over_when_cut():
             await owner.move(Transition.LOSE, detail=outcome.rule)
             return StreamEnd.LOST
         detail = NO_BYTE if nothing else outcome.rule
         await owner.move(Transition.FAIL, detail=detail)
         return StreamEnd.FAILED
+
+    def _over_when_cut(self) -> bool:
+        """A stream cut short is over, nothing of it to wait for, when the provider can have
+        done nothing unseen that matters (``retry_safe``: no tool it runs, no background
+        response, no provider conversation) and no tool call reached the client (which may
+        be running it): its answer was never committed, so it can never be canonical."""
+        return self.plan.retry_safe and not self.delivered_a_tool_call()
 
     async def _superseded(self, owner: StreamOwner, why: str) -> StreamEnd:
         """The store no longer holds this attempt as live: what it still streams is late. The

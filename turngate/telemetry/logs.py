@@ -73,7 +73,9 @@ class DispatchLine:
             return logging.WARNING
         if self.upstream_status is not None and self.upstream_status >= 500:
             return logging.WARNING
-        if self.state == "FAILED" and self.upstream_status is None:
+        if self.state == "FAILED" and (self.upstream_status is None or self.upstream_status < 300):
+            # No answer at all, or a 2xx that ended without one: a stream cut short, an
+            # answer refused, a client gone.
             return logging.WARNING
         return logging.INFO
 
