@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import anthropic
 import openai
 import pytest
@@ -84,3 +85,18 @@ async def test_anthropic_a_long_tool_call_outlasts_the_clients_read_timeout(stac
     ):
         message = await events.get_final_message()
     assert [b.type for b in message.content].count("tool_use") == 2
+
+
+async def test_a_shadowed_stream_is_the_providers_byte_for_byte(make_stack: StackFactory):
+    # Shadow mode relays the provider's own bytes as they come, frames cut anywhere: nothing
+    # may be written between them.
+    stack = await make_stack(mode="shadow")
+    recording = "openai-chat/pai-long-tool-args.sse"
+    stack.upstream.reply(Reply.fixture(recording, pace=PACE))
+    body = request_of(recording)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(stack.base("/openai/v1/chat/completions"), json=body) as resp,
+    ):
+        received = await resp.read()
+    assert received == (FIXTURES_DIR / recording).read_bytes()

@@ -60,7 +60,8 @@ PIECE = 16 * 1024
 # While the relay holds what the provider streams (a tool call's arguments) and has written
 # nothing for this long, an empty line goes to the client: every SSE reader skips it
 # (between frames it dispatches nothing), and an SDK's read timeout does not fire on a
-# provider that is streaming all along. Not written to a buffered stream before its headers.
+# provider that is streaming all along. Not written to a buffered stream before its headers,
+# nor to a shadowed one (the provider's bytes as they come).
 KEEPALIVE_AFTER = 5.0
 KEEPALIVE = b"\n"
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
@@ -523,7 +524,10 @@ class StreamSession:
             raise ClientGone from exc
 
     async def _keep_alive(self) -> None:
-        """``KEEPALIVE``, not recorded for replay: it says nothing."""
+        """``KEEPALIVE``, not recorded for replay: it says nothing. Never in a shadowed
+        stream, which relays the provider's own bytes as they come, frames cut anywhere."""
+        if self.plan.observe_only:
+            return
         response = self.response
         if response is None:
             if self.plan.buffer:
