@@ -122,3 +122,22 @@ async def test_a_provider_conversation_object_is_refused_under_a_conversation_id
         await plain.close()
     assert "previous_response_id" in str(raised.value)
     assert len(stack.upstream.received) == 1
+
+
+async def test_a_streamed_response_is_continued_by_its_id(stack: Stack):
+    recording = "openai-responses/pai-function-call-turn1"
+    request = load_json(FIXTURES_DIR / (recording + ".request.json"))
+    assert isinstance(request, dict)
+    async with openai_sdk(stack, **{"Turngate-Conversation-Id": "chain-6"}) as sdk:
+        stack.upstream.reply(Reply.fixture(recording + ".sse"))
+        stream = await sdk.responses.create(**{**request, "stream": True})
+        events = [event async for event in stream]
+        response = events[-1].response  # type: ignore[union-attr]
+        (call,) = [item for item in response.output if item.type == "function_call"]
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "done"}
+        stack.upstream.reply(Reply.fixture(AFTER))
+        await sdk.responses.create(
+            model=request["model"], previous_response_id=response.id, input=[output]
+        )
+    status, record = await get(stack, "/turngate/v1/conversations/chain-6")
+    assert (status, [t["revision"] for t in record["turns"]]) == (200, [0, 1])
