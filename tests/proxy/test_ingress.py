@@ -65,7 +65,10 @@ async def test_a_body_over_the_limit_is_413_before_anything_is_sent(make_stack: 
     status, headers, answer = await post(stack, CHAT, request)
     assert status == 413
     assert headers["Turngate-Rejection"] == "request_too_large"
-    assert "1000 bytes" in orjson.loads(answer)["error"]["message"]
+    message = orjson.loads(answer)["error"]["message"]
+    # Says how much, and which setting raises it.
+    assert "1000 bytes" in message
+    assert "--max-body-bytes" in message
     assert stack.upstream.received == []
 
 

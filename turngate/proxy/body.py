@@ -69,7 +69,8 @@ def _check_content_type(value: str | None) -> None:
 
 def _too_large(limit: int) -> BadRequestBody:
     return BadRequestBody(
-        f"turngate: the request body is larger than the limit of {limit} bytes",
+        f"turngate: the request body is larger than the limit of {limit} bytes "
+        "(--max-body-bytes, TURNGATE_MAX_BODY_BYTES)",
         rule="request_too_large",
         status=413,
     )
