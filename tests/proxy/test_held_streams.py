@@ -10,6 +10,7 @@ seconds, which every SSE reader (openai, anthropic, google-genai) skips.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -100,3 +101,29 @@ async def test_a_shadowed_stream_is_the_providers_byte_for_byte(make_stack: Stac
     ):
         received = await resp.read()
     assert received == (FIXTURES_DIR / recording).read_bytes()
+
+
+async def test_a_buffered_stream_is_not_left_in_silence_either(
+    make_stack: StackFactory, tmp_path: Path
+):
+    # stream_text: buffer holds text too, and the response headers until the first commit.
+    config = tmp_path / "turngate.yaml"
+    config.write_text("version: 1\ndefaults:\n  stream_text: buffer\n")
+    stack = await make_stack(config=str(config))
+    recording = "openai-chat/pai-long-tool-args.sse"
+    stack.upstream.reply(Reply.fixture(recording, pace=PACE))
+    body = request_of(recording)
+    async with openai.AsyncOpenAI(
+        api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0, timeout=CLIENT_TIMEOUT
+    ) as sdk:
+        stream_ = await sdk.chat.completions.create(
+            model=body["model"], messages=body["messages"], tools=body["tools"], stream=True
+        )
+        names = [
+            call.function.name
+            async for chunk in stream_
+            for choice in chunk.choices
+            for call in choice.delta.tool_calls or []
+            if call.function and call.function.name
+        ]
+    assert names == ["final_result"]

@@ -60,8 +60,8 @@ PIECE = 16 * 1024
 # While the relay holds what the provider streams (a tool call's arguments) and has written
 # nothing for this long, an empty line goes to the client: every SSE reader skips it
 # (between frames it dispatches nothing), and an SDK's read timeout does not fire on a
-# provider that is streaming all along. Not written to a buffered stream before its headers,
-# nor to a shadowed one (the provider's bytes as they come).
+# provider that is streaming all along; under ``buffer`` too (held text counts), its headers
+# then going out first. Never in a shadowed stream (the provider's bytes as they come).
 KEEPALIVE_AFTER = 5.0
 KEEPALIVE = b"\n"
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{1,200}")
@@ -238,6 +238,8 @@ class StreamSession:
         self._quarantined = 0
         # Client bytes held under ``buffer`` until the next commit.
         self._pending = b""
+        # Writes to the client through ``_write`` (what the keepalive counts silence from).
+        self.writes = 0
         # Previews go out as the relay gives them (neither shadow mode nor ``buffer``).
         self._previews = not (plan.observe_only or plan.buffer)
 
@@ -330,9 +332,13 @@ class StreamSession:
                         elif out:
                             await self._write(out)
                         stop = None
+                        wrote = bool(out)
                     else:
+                        writes = self.writes
                         stop = await self._settle(owner, chunk, out)
-                    if out:
+                        # Under ``buffer`` the relay's output waits for its commit.
+                        wrote = self.writes != writes
+                    if wrote:
                         held_since = None
                     elif stop is not None:
                         pass
@@ -512,6 +518,7 @@ class StreamSession:
     async def _write(self, data: bytes) -> None:
         if not data:
             return
+        self.writes += 1
         if self.keeps_copy:
             self._record(data)
         # ``is None``: a StreamResponse's truth is a Python method call.
@@ -530,8 +537,6 @@ class StreamSession:
             return
         response = self.response
         if response is None:
-            if self.plan.buffer:
-                return
             response = await self._prepare()
         try:
             await response.write(KEEPALIVE)
