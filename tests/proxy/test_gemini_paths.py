@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from google import genai
 from google.genai import errors, types
 
 from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
 from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import post
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING, call, consume
 from tests.proxy.stack import GEMINI_KEY, Stack
 
@@ -136,3 +138,16 @@ async def test_a_valid_tool_conversation_streams_on_every_sdk_path(
     # never carries.
     assert received.headers["Idempotency-Key"]
     await sdk.aio.aclose()
+
+
+async def test_a_stream_asked_without_alt_sse_is_refused_before_it_is_sent(stack: Stack):
+    # Without ?alt=sse Gemini streams one JSON array as it grows; turngate relays streams as
+    # server-sent events only (google-genai always asks for them). Relayed, the client got
+    # a broken body after the provider had been paid for the answer.
+    body = {"contents": [{"role": "user", "parts": [{"text": "Hello"}]}]}
+    status, headers, answer = await post(
+        stack, "/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent", body
+    )
+    assert (status, headers["Turngate-Rejection"]) == (400, "invalid_request")
+    assert "alt=sse" in orjson.loads(answer)["error"]["message"]
+    assert stack.upstream.received == []

@@ -199,6 +199,7 @@ async def prepare(
     if decide(policy.mode, seq).enforced:
         observer.validated(verdict.status, verdict.rules, enforced=True)
         check_known(seq, version, stored)
+        refuse_unframed_stream(request, route)
         refuse_invalid(verdict)
         outbound, final_body = render(adapter, seq, body, raw)
         await admit_or_ask(
@@ -312,6 +313,18 @@ def manifest(
         credential_hash=credential_hash(services.credential_secret, request.headers, request.query),
         created_at=services.clock(),
     )
+
+
+def refuse_unframed_stream(request: web.Request, route: RouteMatch) -> None:
+    """Gemini's ``streamGenerateContent`` without ``?alt=sse`` answers one JSON array written
+    as it grows: turngate relays streams as server-sent events only (google-genai always
+    asks for them), and relayed, the client would get a broken body for a paid answer."""
+    if route.api == "gemini" and route.info.stream and request.query.get("alt") != "sse":
+        raise BadRequestBody(
+            "turngate: a Gemini stream is relayed as server-sent events only: call "
+            ":streamGenerateContent with ?alt=sse (google-genai does)",
+            rule="invalid_request",
+        )
 
 
 def conversation_id(request: web.Request) -> str | None:
