@@ -89,3 +89,15 @@ async def test_a_paused_turn_sent_back_to_go_on_is_a_committed_turn(stack: Stack
         await ask(sdk, [QUESTION, {"role": "assistant", "content": paused}])
     status, record = await get(stack, "/turngate/v1/conversations/prefill-1")
     assert (status, [t["revision"] for t in record["turns"]]) == (200, [0, 1])
+
+
+async def test_an_empty_prefill_is_no_turn_either(stack: Stack):
+    async with client(stack) as sdk:
+        stack.upstream.reply(claude_answer("Here it is."))
+        await ask(sdk, [QUESTION, {"role": "assistant", "content": ""}])
+        stack.upstream.reply(claude_answer("You are welcome.", message_id="msg_2"))
+        follow_up = [QUESTION, {"role": "assistant", "content": "Here it is."}]
+        assert await ask(sdk, [*follow_up, {"role": "user", "content": "Thanks"}]) == (
+            "You are welcome."
+        )
+    assert len(stack.upstream.received) == 2

@@ -79,13 +79,13 @@ def history_turns(seq: MessageSequence) -> list[HistoryTurn]:
     return turns
 
 
-def continued_run(seq: MessageSequence) -> tuple[AnyBlock, ...]:
-    """The blocks of the assistant message(s) an Anthropic request ends with: Claude
-    continues them (a prefill such as ``{``), so the answer's turn is they and what follows.
-    Empty for the other APIs (they answer a history, never continue it) and for a request
-    that ends with anything else."""
-    if seq.api != "anthropic":
-        return ()
+def continued_run(seq: MessageSequence) -> tuple[AnyBlock, ...] | None:
+    """The blocks of the assistant message(s) an Anthropic request ends with (possibly
+    none: an empty prefill): Claude continues them (a prefill such as ``{``), so the
+    answer's turn is they and what follows. None for the other APIs (they answer a
+    history, never continue it) and for a request that ends with anything else."""
+    if seq.api != "anthropic" or not seq.messages or seq.messages[-1].role != "assistant":
+        return None
     run: list[AnyBlock] = []
     for message in reversed(seq.messages):
         if message.role != "assistant":

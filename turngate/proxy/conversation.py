@@ -70,7 +70,7 @@ async def checked_conversation(
     refuse_provider_conversation(seq, conversation_id)
     turns = history_turns(seq)
     # An Anthropic prefill starts the answer: not a turn to check, adopt or count.
-    answered = turns[:-1] if continued_run(seq) else turns
+    answered = turns[:-1] if continued_run(seq) is not None else turns
     previous = chained_from(seq)
     base = 0
     known = await store.conversation(conversation_id) if previous is not None else None
@@ -98,7 +98,7 @@ def answer_prefix(seq: MessageSequence, revision: int) -> tuple[AnyBlock, ...]:
     prefill = continued_run(seq)
     # Only Anthropic continues a message, and it chains no response: its revision counts
     # the request's own turns.
-    if prefill and revision == len(history_turns(seq)) - 1:
+    if prefill is not None and revision == len(history_turns(seq)) - 1:
         return prefill
     return ()
 
