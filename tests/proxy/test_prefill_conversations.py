@@ -91,10 +91,11 @@ async def test_a_paused_turn_sent_back_to_go_on_is_a_committed_turn(stack: Stack
     assert (status, [t["revision"] for t in record["turns"]]) == (200, [0, 1])
 
 
-async def test_an_empty_prefill_is_no_turn_either(stack: Stack):
+@pytest.mark.parametrize("empty", ["", []], ids=["empty-text", "no-blocks"])
+async def test_an_empty_prefill_is_no_turn_either(stack: Stack, empty: Any):
     async with client(stack) as sdk:
         stack.upstream.reply(claude_answer("Here it is."))
-        await ask(sdk, [QUESTION, {"role": "assistant", "content": ""}])
+        await ask(sdk, [QUESTION, {"role": "assistant", "content": empty}])
         stack.upstream.reply(claude_answer("You are welcome.", message_id="msg_2"))
         follow_up = [QUESTION, {"role": "assistant", "content": "Here it is."}]
         assert await ask(sdk, [*follow_up, {"role": "user", "content": "Thanks"}]) == (
