@@ -47,23 +47,31 @@ async def stack(make_stack: StackFactory) -> Stack:
     return await make_stack()
 
 
-async def test_chat_a_long_tool_call_outlasts_the_clients_read_timeout(stack: Stack):
-    recording = "openai-chat/pai-long-tool-args.sse"
-    stack.upstream.reply(Reply.fixture(recording, pace=PACE))
-    body = request_of(recording)
+LONG_CALL = "openai-chat/pai-long-tool-args.sse"
+
+
+async def long_call_names(stack: Stack) -> list[str]:
+    """The tool calls' names an openai client with a 1 s read timeout reads of the recorded
+    long call, paced over about 3 s."""
+    stack.upstream.reply(Reply.fixture(LONG_CALL, pace=PACE))
+    body = request_of(LONG_CALL)
     async with openai.AsyncOpenAI(
         api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0, timeout=CLIENT_TIMEOUT
     ) as sdk:
         stream_ = await sdk.chat.completions.create(
             model=body["model"], messages=body["messages"], tools=body["tools"], stream=True
         )
-        calls = [
-            call
+        return [
+            call.function.name
             async for chunk in stream_
             for choice in chunk.choices
             for call in choice.delta.tool_calls or []
+            if call.function and call.function.name
         ]
-    assert [c.function.name for c in calls if c.function and c.function.name] == ["final_result"]
+
+
+async def test_chat_a_long_tool_call_outlasts_the_clients_read_timeout(stack: Stack):
+    assert await long_call_names(stack) == ["final_result"]
 
 
 async def test_anthropic_a_long_tool_call_outlasts_the_clients_read_timeout(stack: Stack):
@@ -92,15 +100,14 @@ async def test_a_shadowed_stream_is_the_providers_byte_for_byte(make_stack: Stac
     # Shadow mode relays the provider's own bytes as they come, frames cut anywhere: nothing
     # may be written between them.
     stack = await make_stack(mode="shadow")
-    recording = "openai-chat/pai-long-tool-args.sse"
-    stack.upstream.reply(Reply.fixture(recording, pace=PACE))
-    body = request_of(recording)
+    stack.upstream.reply(Reply.fixture(LONG_CALL, pace=PACE))
+    body = request_of(LONG_CALL)
     async with (
         aiohttp.ClientSession() as session,
         session.post(stack.base("/openai/v1/chat/completions"), json=body) as resp,
     ):
         received = await resp.read()
-    assert received == (FIXTURES_DIR / recording).read_bytes()
+    assert received == (FIXTURES_DIR / LONG_CALL).read_bytes()
 
 
 async def test_a_buffered_stream_is_not_left_in_silence_either(
@@ -110,20 +117,4 @@ async def test_a_buffered_stream_is_not_left_in_silence_either(
     config = tmp_path / "turngate.yaml"
     config.write_text("version: 1\ndefaults:\n  stream_text: buffer\n")
     stack = await make_stack(config=str(config))
-    recording = "openai-chat/pai-long-tool-args.sse"
-    stack.upstream.reply(Reply.fixture(recording, pace=PACE))
-    body = request_of(recording)
-    async with openai.AsyncOpenAI(
-        api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0, timeout=CLIENT_TIMEOUT
-    ) as sdk:
-        stream_ = await sdk.chat.completions.create(
-            model=body["model"], messages=body["messages"], tools=body["tools"], stream=True
-        )
-        names = [
-            call.function.name
-            async for chunk in stream_
-            for choice in chunk.choices
-            for call in choice.delta.tool_calls or []
-            if call.function and call.function.name
-        ]
-    assert names == ["final_result"]
+    assert await long_call_names(stack) == ["final_result"]

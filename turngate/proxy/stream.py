@@ -521,25 +521,21 @@ class StreamSession:
         self.writes += 1
         if self.keeps_copy:
             self._record(data)
+        await self._send(data)
+
+    async def _keep_alive(self) -> None:
+        """``KEEPALIVE``, not recorded for replay: it says nothing. Never in a shadowed
+        stream, which relays the provider's own bytes as they come, frames cut anywhere."""
+        if not self.plan.observe_only:
+            await self._send(KEEPALIVE)
+
+    async def _send(self, data: bytes) -> None:
         # ``is None``: a StreamResponse's truth is a Python method call.
         response = self.response
         if response is None:
             response = await self._prepare()
         try:
             await response.write(data)
-        except ConnectionResetError as exc:
-            raise ClientGone from exc
-
-    async def _keep_alive(self) -> None:
-        """``KEEPALIVE``, not recorded for replay: it says nothing. Never in a shadowed
-        stream, which relays the provider's own bytes as they come, frames cut anywhere."""
-        if self.plan.observe_only:
-            return
-        response = self.response
-        if response is None:
-            response = await self._prepare()
-        try:
-            await response.write(KEEPALIVE)
         except ConnectionResetError as exc:
             raise ClientGone from exc
 
