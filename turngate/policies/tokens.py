@@ -311,14 +311,15 @@ class _Walk:
 
     def _media_tokens(self, kind: MediaKind, item: Any) -> int:
         estimates = self.estimates
-        inline = decoded_size(_longest_string(item))
         if kind == "image":
             return estimates.image_tokens
+        data = _longest_string(item)
+        inline = decoded_size(data)
         if kind == "audio":
             return max(estimates.audio_tokens, inline // estimates.audio_bytes_per_token)
         if kind == "video":
             return max(estimates.video_tokens, inline // estimates.video_bytes_per_token)
-        pages = pdf_pages(_longest_string(item)) if inline >= _PAGES_WORTH_COUNTING else 0
+        pages = pdf_pages(data) if inline >= _PAGES_WORTH_COUNTING else 0
         if pages:
             return max(estimates.file_tokens, pages * estimates.file_page_tokens)
         return max(estimates.file_tokens, inline // estimates.file_bytes_per_token)

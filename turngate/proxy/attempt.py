@@ -294,8 +294,7 @@ class Attempt:
         request at once, not after ``--unknown-deadline``. Otherwise UNKNOWN."""
         if not self.open:
             return
-        delivered = self.stream is not None and self.stream.delivered_a_tool_call()
-        if self.retry_safe and not delivered:
+        if self.over_when_ended():
             await self.move(Transition.FAIL, detail=f"{detail}: turngate closed the upstream")
         else:
             await self.move(Transition.LOSE, detail=detail)
@@ -375,6 +374,13 @@ class Attempt:
             return self.stream.plan.retry_safe
         return retry_safe(self.seq, enforced=self.enforced)
 
+    def over_when_ended(self) -> bool:
+        """``StreamSession.over_when_ended``; a whole answer never reaches the client before
+        it is checked, so for it ``retry_safe`` alone."""
+        if self.stream is not None:
+            return self.stream.over_when_ended()
+        return self.retry_safe
+
     async def send_failed(self, exc: BaseException) -> web.StreamResponse:
         error = unavailable(exc)
         self.observer.transport_failed(error.rule)
@@ -410,9 +416,7 @@ class Attempt:
             data = await upstream.read()
         except _TRANSPORT_ERRORS as exc:
             error = unavailable(exc)
-            # Nothing of the answer reached the client: with nothing the provider runs
-            # itself (retry_safe), the attempt is over, as a stream cut short is.
-            outcome = Transition.FAIL if self.retry_safe else Transition.LOSE
+            outcome = Transition.FAIL if self.over_when_ended() else Transition.LOSE
             await self.move(outcome, detail=error.rule)
             return self.error(error)
         try:

@@ -123,13 +123,17 @@ def provider_runs_tools(seq: MessageSequence) -> bool:
     a provider-defined tool the application runs (Anthropic's ``bash``, ``Capabilities.
     client_tool_types``) is the client's too; Anthropic's ``mcp_servers`` lets the provider
     call those servers' tools."""
-    capabilities = get_adapter(seq.api).capabilities
-    return "mcp_servers" in seq.envelope or any(
-        tool.tool_type == "hosted"
-        and not is_namespace(tool.attrs.get("$native"))
-        and not capabilities.runs_on_client(tool)
+    if "mcp_servers" in seq.envelope:
+        return True
+    hosted = [
+        tool
         for tool in seq.tools
-    )
+        if tool.tool_type == "hosted" and not is_namespace(tool.attrs.get("$native"))
+    ]
+    if not hosted:
+        return False
+    capabilities = get_adapter(seq.api).capabilities
+    return not all(capabilities.runs_on_client(tool) for tool in hosted)
 
 
 def plan(
@@ -340,13 +344,13 @@ class StreamSession:
                         wrote = self.writes != writes
                     if wrote:
                         held_since = None
-                    elif stop is not None:
-                        pass
-                    elif held_since is None:
-                        held_since = clock()
-                    elif clock() - held_since >= KEEPALIVE_AFTER:
-                        await self._keep_alive()
-                        held_since = clock()
+                    elif stop is None:
+                        now = clock()
+                        if held_since is None:
+                            held_since = now
+                        elif now - held_since >= KEEPALIVE_AFTER:
+                            await self._keep_alive()
+                            held_since = now
                     del out
                 if stop is not None:
                     return stop, received
@@ -427,18 +431,19 @@ class StreamSession:
             # Shadow: the client got the upstream's own stream, end and all.
             await self._end_body()
         cut = stop is Stop.DROPPED or outcome.rule in _CUT_SHORT
-        if cut and not nothing and not self._over_when_cut():
+        if cut and not nothing and not self.over_when_ended():
             await owner.move(Transition.LOSE, detail=outcome.rule)
             return StreamEnd.LOST
         detail = NO_BYTE if nothing else outcome.rule
         await owner.move(Transition.FAIL, detail=detail)
         return StreamEnd.FAILED
 
-    def _over_when_cut(self) -> bool:
-        """A stream cut short is over, nothing of it to wait for, when the provider can have
-        done nothing unseen that matters (``retry_safe``: no tool it runs, no background
-        response, no provider conversation) and no tool call reached the client (which may
-        be running it): its answer was never committed, so it can never be canonical."""
+    def over_when_ended(self) -> bool:
+        """Whether an attempt that ends without its answer (cut short upstream, or closed by
+        turngate) is over, nothing of it to wait for: the provider can have done nothing
+        unseen that matters (``retry_safe``: no tool it runs, no background response, no
+        provider conversation) and no tool call reached the client (which may be running
+        it). Its answer was never committed, so it can never be canonical."""
         return self.plan.retry_safe and not self.delivered_a_tool_call()
 
     async def _superseded(self, owner: StreamOwner, why: str) -> StreamEnd:
