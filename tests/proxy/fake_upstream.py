@@ -73,6 +73,8 @@ class FakeUpstream:
         self.received: list[Received] = []
         self._default = Reply()
         self._by_path: dict[str, Reply] = {}
+        # Answers for the next requests, in order, before the default (``replies``).
+        self._queued: list[Reply] = []
         # Set once a request has been read in full (a test waits for it before a crash).
         self.got_request = asyncio.Event()
 
@@ -81,6 +83,11 @@ class FakeUpstream:
             self._default = reply
         else:
             self._by_path[path] = reply
+
+    def replies(self, *replies: Reply) -> None:
+        """The next requests, one each, in order, get ``replies`` (an agent loop's answers);
+        then the default again."""
+        self._queued.extend(replies)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 30)
@@ -98,7 +105,10 @@ class FakeUpstream:
             )
         )
         self.got_request.set()
-        reply = self._by_path.get(request.path, self._default)
+        if self._queued:
+            reply = self._queued.pop(0)
+        else:
+            reply = self._by_path.get(request.path, self._default)
         if reply.hang:
             await asyncio.Event().wait()
         if reply.delay:

@@ -80,11 +80,18 @@ class RecordingStore:
         handle: str | None = None,
         response: StoredResponse | None = None,
         sent: bool = False,
+        continues: bool = False,
     ) -> OperationRecord:
         if Transition.COMMIT in self.refuse:
             raise ConnectionError("refused the commit for the test")
         return await self.inner.commit_turn(
-            operation_id, digest=digest, now=now, handle=handle, response=response, sent=sent
+            operation_id,
+            digest=digest,
+            now=now,
+            handle=handle,
+            response=response,
+            sent=sent,
+            continues=continues,
         )
 
     def __getattr__(self, name: str) -> Any:

@@ -251,6 +251,26 @@ async def test_after_a_cancel_a_revision_is_answered_again_and_later_turns_drop(
         await store.claim(draft("conv-x", revision=1, cancel_generation=1), now=12.0)
 
 
+async def test_a_turn_that_goes_on_with_the_one_before_is_kept_so(store: StateStore) -> None:
+    # A paused turn (revision 0) and its continuation (revision 1): a history shows the two as
+    # one turn, the continuation's, which holds the whole run.
+    for revision in (0, 1):
+        op = await sent(store, "conv-paused", revision=revision)
+        await store.commit_turn(op, digest=digest(revision + 1), now=3.0, continues=revision == 1)
+    conversation = await store.conversation("conv-paused")
+    assert conversation is not None
+    assert [t.continues for t in conversation.turns] == [False, True]
+    assert conversation.shown_revisions() == [1]
+    assert conversation.chain_from(0) == [0, 1]
+    # The next turn starts a run of its own.
+    op = await sent(store, "conv-paused", revision=2)
+    await store.commit_turn(op, digest=digest(3), now=4.0)
+    conversation = await store.conversation("conv-paused")
+    assert conversation is not None
+    assert conversation.shown_revisions() == [1, 2]
+    assert conversation.to_json()["turns"][1]["continues"] is True
+
+
 async def test_racing_commits_of_one_attempt_leave_one_turn(store: StateStore) -> None:
     op = await sent(store, "conv-race")
     results = await asyncio.gather(

@@ -119,6 +119,7 @@ class Attempt:
         stream: StreamSession | None = None,
         observer: DispatchObserver | None = None,
         client_key: ClientKey | None = None,
+        continues: bool = False,
     ) -> None:
         self.request = request
         self.route = route
@@ -130,6 +131,8 @@ class Attempt:
         # The client's Idempotency-Key: a retry's claim takes it over, so that it names the
         # attempt that answers.
         self.client_key = client_key
+        # The answer goes on with the committed turn the request ends with (a paused turn).
+        self.continues = continues
         # The client's side of a streamed request, shared by the attempts that serve it.
         self.stream = stream
         # The bytes are out (handed to the socket); SEND's write, once started; its timer.
@@ -225,7 +228,7 @@ class Attempt:
 
     @functools.cached_property
     def turn_prefix(self) -> tuple[AnyBlock, ...]:
-        return answer_prefix(self.seq, self.manifest.conversation_revision)
+        return answer_prefix(self.seq)
 
     def call_schemas(self) -> dict[str, Any] | None:
         # A shadowed request is only observed: its calls are checked for completeness, not
@@ -272,6 +275,7 @@ class Attempt:
             stream=self.stream,
             observer=self.observer,
             client_key=self.client_key,
+            continues=self.continues,
         )
         following.resent = True
         if self.stream is not None:

@@ -4,10 +4,13 @@
     history turn k == canonical turn k of c, for every k < r   else 400 history_mismatch
     the claim takes (c, r, the conversation's cancel generation)
 
-An Anthropic request ending with an assistant message that Claude continues (a prefill)
-answers the revision of the turns before it; its canonical turn is the prefill and the answer
-(``answer_prefix``). A last message that is a committed turn (a paused turn sent back to go
-on) is counted as the turn it is.
+An Anthropic request may end with assistant messages that Claude continues: its canonical
+turn is that run and the answer together (``answer_prefix``). A run that is no committed turn
+(a prefill such as ``{``) is not a turn of the history: the request answers the revision of
+the turns before it. A run that is a committed turn (a paused turn sent back to go on) is
+counted as the turn it is, and the answer's turn continues it (state/conversations.py,
+"Continued turns"): the next history holds the two as one run, which matches the
+continuation.
 
 A chained request (Responses ``previous_response_id``) carries only what follows the
 response it names; the turns before are the provider's. Its revision counts from that
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -61,16 +65,26 @@ class HistoryMismatch(LocalError):
 ANCHOR_SEARCH = 32
 
 
+@dataclass(frozen=True)
+class CheckedHistory:
+    """What the history check found: the conversation, the revision the request answers,
+    and whether its answer goes on with the committed turn the request ends with."""
+
+    conversation: Conversation
+    revision: int
+    continues: bool = False
+
+
 async def checked_conversation(
     store: StateStore, conversation_id: str, seq: MessageSequence, *, now: float
-) -> tuple[Conversation, int]:
-    """The conversation and the revision the request answers, once the request's history is
-    its canonical turns (or adopted) and that revision can still be answered
-    (``refuse_unreplayable``)."""
+) -> CheckedHistory:
+    """The revision the request answers, once the request's history is its canonical turns
+    (or adopted) and that revision can still be answered (``refuse_unreplayable``)."""
     refuse_provider_conversation(seq, conversation_id)
     turns = history_turns(seq)
-    # An Anthropic prefill starts the answer: not a turn to check, adopt or count.
-    answered = turns[:-1] if continued_run(seq) is not None else turns
+    # A run Claude continues is not a turn to adopt, nor one to check as the others.
+    ends_open = continued_run(seq) is not None
+    answered = turns[:-1] if ends_open else turns
     previous = chained_from(seq)
     base = 0
     known = await store.conversation(conversation_id) if previous is not None else None
@@ -81,26 +95,33 @@ async def checked_conversation(
         conversation = await store.open_conversation(
             conversation_id, [t.digest for t in answered], now=now
         )
-    if len(answered) < len(turns) and first_mismatch(conversation, turns, base) is None:
-        # The message it ends with is a committed turn (a paused turn sent back to go on).
-        answered = turns
     mismatch = first_mismatch(conversation, answered, base)
     if mismatch is not None:
         raise HistoryMismatch(mismatch)
-    revision = base + len(answered)
+    shown = conversation.shown_revisions(base)
+    revision = shown[len(answered) - 1] + 1 if answered else base
+    continues = False
+    if ends_open:
+        paused = sent_back_turn(conversation, revision, turns[-1].digest)
+        if paused is not None:
+            revision, continues = paused + 1, True
     await refuse_unreplayable(store, conversation, revision)
-    return conversation, revision
+    return CheckedHistory(conversation, revision, continues)
 
 
-def answer_prefix(seq: MessageSequence, revision: int) -> tuple[AnyBlock, ...]:
-    """What the canonical turn of ``revision`` starts with before the answer: the prefill a
-    request ends with, when ``checked_conversation`` did not count it as a turn."""
-    prefill = continued_run(seq)
-    # Only Anthropic continues a message, and it chains no response: its revision counts
-    # the request's own turns.
-    if prefill is not None and revision == len(history_turns(seq)) - 1:
-        return prefill
-    return ()
+def sent_back_turn(conversation: Conversation, revision: int, digest: str) -> int | None:
+    """The committed turn a request's last run is, if any: the turn of ``revision`` or one
+    that goes on with it (a turn paused again, sent back with the parts before it)."""
+    for k in conversation.chain_from(revision):
+        if conversation.turns[k].digest == digest:
+            return k
+    return None
+
+
+def answer_prefix(seq: MessageSequence) -> tuple[AnyBlock, ...]:
+    """What the canonical turn starts with before the answer: the assistant run a request
+    ends with, which Claude continues (a prefill, or a paused turn sent back)."""
+    return continued_run(seq) or ()
 
 
 def refuse_provider_conversation(seq: MessageSequence, conversation_id: str) -> None:
@@ -167,17 +188,22 @@ def first_mismatch(
     conversation: Conversation, turns: list[HistoryTurn], base: int = 0
 ) -> str | None:
     """Why the history is not the conversation's canonical turns from revision ``base`` on
-    (a chained request's first turn answers revision ``base``), or None."""
+    (a chained request's first turn answers revision ``base``), or None. A chain of turns
+    that go on with each other is one turn of a history: its last
+    (``Conversation.shown_revisions``)."""
     canonical = conversation.turns
+    shown = conversation.shown_revisions(base)
     for turn in turns:
-        index = base + turn.index
-        where = f"assistant turn {index} ({turn.location}, message {turn.message_index})"
-        if index >= len(canonical):
+        where = (
+            f"assistant turn {base + turn.index} ({turn.location}, message {turn.message_index})"
+        )
+        if turn.index >= len(shown):
             return (
                 f"turngate: {where} of conversation '{conversation.key}' was never committed: "
                 f"the conversation has {len(canonical)} canonical turns. An answer that was "
                 "streamed but not committed (preview text) is not history"
             )
+        index = shown[turn.index]
         if turn.digest != canonical[index].digest:
             committed = canonical[index].operation_id or "the conversation's first request"
             return (

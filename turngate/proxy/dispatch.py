@@ -102,6 +102,8 @@ class Prepared:
     graph: dict[str, Any] | None = None
     # The client's Idempotency-Key, taken by the claim (enforced requests only).
     client_key: ClientKey | None = None
+    # The answer goes on with the committed turn the request ends with (a paused turn).
+    continues: bool = False
 
 
 async def dispatch(
@@ -155,6 +157,7 @@ async def _dispatch(
         enforced=prepared.enforced,
         observer=observer,
         client_key=prepared.client_key,
+        continues=prepared.continues,
     )
     attempt.headers.update(prepared.headers)
     try:
@@ -196,6 +199,7 @@ async def prepare(
     shadow: ShadowRecord | None = None
     generation = 0
     revision = seq.conversation_revision
+    continues = False
     if decide(policy.mode, seq).enforced:
         observer.validated(verdict.status, verdict.rules, enforced=True)
         check_known(seq, version, stored)
@@ -207,10 +211,11 @@ async def prepare(
         )
         if conversation is not None:
             # Last before the claim: only a request that passed everything adopts a history.
-            known, revision = await checked_conversation(
+            checked = await checked_conversation(
                 services.store, conversation, seq, now=services.clock()
             )
-            generation = known.cancel_generation
+            revision, continues = checked.revision, checked.continues
+            generation = checked.conversation.cancel_generation
     else:
         shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id)
         shadow = shadow_outcome(
@@ -251,6 +256,7 @@ async def prepare(
         shadow=shadow,
         graph=graph_to_store(services, seq, conversation, stored),
         client_key=key,
+        continues=continues,
     )
 
 

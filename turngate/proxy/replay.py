@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable
 from typing import Any, Protocol
@@ -99,15 +100,26 @@ async def record_commit(
     enforced: bool,
     response: StoredResponse | None = None,
     sent: bool = False,
+    continues: bool = False,
 ) -> OperationRecord:
     """COMMIT: with the canonical turn (and ``response``) when enforced. A shadowed request
     only observes: a plain transition, no turn, nothing kept for replay. ``sent``: SEND is
-    written in the same write, first (an enforced answer back before SEND was written)."""
+    written in the same write, first (an enforced answer back before SEND was written).
+    ``continues``: the turn goes on with the one before it (a paused turn sent back)."""
     now = services.clock()
+    write = functools.partial(
+        _commit,
+        services,
+        manifest,
+        turn,
+        enforced=enforced,
+        response=response,
+        now=now,
+        sent=sent,
+        continues=continues,
+    )
     try:
-        return await _commit(
-            services, manifest, turn, enforced=enforced, response=response, now=now, sent=sent
-        )
+        return await write()
     except (IllegalTransition, TurnConflict):
         # The canonical CAS lost: the attempt no longer holds its slot, or its revision has
         # a turn already (counted here, not in the retried write below, which a commit that
@@ -118,10 +130,7 @@ async def record_commit(
     except asyncio.CancelledError:
         # Its handler was cancelled (the client gone), maybe before the store took the write:
         # record it anyway, then stay cancelled. A commit that had landed is refused.
-        again = _commit(
-            services, manifest, turn, enforced=enforced, response=response, now=now, sent=sent
-        )
-        services.in_background(quietly(again))
+        services.in_background(quietly(write()))
         raise
 
 
@@ -142,6 +151,7 @@ async def _commit(
     response: StoredResponse | None,
     now: float,
     sent: bool = False,
+    continues: bool = False,
 ) -> OperationRecord:
     if not enforced:
         assert not sent, "a shadowed commit is a plain transition: SEND goes on its own"
@@ -155,6 +165,7 @@ async def _commit(
         handle=turn.handle,
         response=response,
         sent=sent,
+        continues=continues,
     )
 
 
@@ -165,10 +176,13 @@ class Committer(Protocol):
     manifest: DispatchManifest
     enforced: bool
     open: bool
+    # The answer goes on with the committed turn the request ends with (a paused turn).
+    continues: bool
 
     @property
     def turn_prefix(self) -> tuple[AnyBlock, ...]:
-        """What the canonical turn starts with before the answer (an Anthropic prefill)."""
+        """What the canonical turn starts with before the answer: the assistant run an
+        Anthropic request ends with (a prefill, or a paused turn sent back)."""
         ...
 
     @property
@@ -178,7 +192,7 @@ class Committer(Protocol):
 
 
 def continued(owner: Committer, turn: AssistantTurn) -> AssistantTurn:
-    """The turn as the conversation keeps it: after the prefill it continues, if any."""
+    """The turn as the conversation keeps it: after the run it continues, if any."""
     prefix = owner.turn_prefix
     return dataclasses.replace(turn, blocks=prefix + turn.blocks) if prefix else turn
 
@@ -186,7 +200,11 @@ def continued(owner: Committer, turn: AssistantTurn) -> AssistantTurn:
 async def commit_streamed(owner: Committer, turn: AssistantTurn) -> None:
     """The commit a stream ends with (stream.py asks its attempt); raises when refused."""
     record = await record_commit(
-        owner.services, owner.manifest, continued(owner, turn), enforced=owner.enforced
+        owner.services,
+        owner.manifest,
+        continued(owner, turn),
+        enforced=owner.enforced,
+        continues=owner.continues,
     )
     _observed(owner, record)
 
@@ -220,6 +238,7 @@ async def commit_answer(
             enforced=owner.enforced,
             response=kept,
             sent=sent,
+            continues=owner.continues,
         )
     except (IllegalTransition, StateConflict) as exc:
         log.warning("answer of %s not committed: %s", manifest.operation_id, exc)

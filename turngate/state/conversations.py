@@ -3,7 +3,8 @@ generation, stored responses for replay and client idempotency keys. Pure data a
 every store applies alike (memory.py, sqlite.py, redis.py call these inside their CAS).
 
     Conversation          key, cancel generation, canonical turns (index k = revision k)
-    CanonicalTurn         the turn committed for one revision: digest, generation, operation
+    CanonicalTurn         the turn committed for one revision: digest, generation, operation,
+                          and whether it goes on with the turn before it (``continues``)
     StoredResponse        a committed answer kept for replay, until ``expires_at``
     ClientKey / KeyHold   a client's Idempotency-Key (scoped by credential) -> its operation
 
@@ -15,6 +16,13 @@ committed. ``with_turn`` is the canonical CAS: an attempt's turn becomes turn r 
 cancel generation is the conversation's current one and revision r has no turn of that
 generation yet. A turn of an older generation at r (before a cancel) is replaced, and the
 turns after it, which answered a history that no longer holds, are dropped.
+
+Continued turns. An Anthropic turn may be paused (``stop_reason: pause_turn``) and sent back,
+last, for Claude to go on: the answer continues that same turn, and the application's next
+history holds the two as one assistant run. The continuation is committed for the next
+revision as usual, with ``continues`` set and the digest of the whole run (the paused turn
+and the continuation): a history shows such a chain as one turn, the last of it
+(``shown_revisions``).
 """
 
 from __future__ import annotations
@@ -56,6 +64,9 @@ class CanonicalTurn:
     # None when adopted from the history of the conversation's first request.
     operation_id: str | None
     at: float
+    # It goes on with the turn before it (a paused turn sent back): a history holds the two
+    # as one run, and ``digest`` is of the whole run.
+    continues: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +75,7 @@ class CanonicalTurn:
             "digest": self.digest,
             "operationId": self.operation_id,
             "at": self.at,
+            "continues": self.continues,
         }
 
     @classmethod
@@ -74,6 +86,8 @@ class CanonicalTurn:
             digest=str(data["digest"]),
             operation_id=None if data["operationId"] is None else str(data["operationId"]),
             at=float(data["at"]),
+            # Absent from what turngate kept before continued turns existed.
+            continues=bool(data.get("continues", False)),
         )
 
 
@@ -92,6 +106,24 @@ class Conversation:
     @property
     def digests(self) -> list[str]:
         return [turn.digest for turn in self.turns]
+
+    def shown_revisions(self, base: int = 0) -> list[int]:
+        """The revisions from ``base`` on that a history holds as its turns, in order: every
+        turn but one that a later turn continues (the chain shows as its last turn)."""
+        turns = self.turns
+        return [
+            k for k in range(base, len(turns)) if k + 1 == len(turns) or not turns[k + 1].continues
+        ]
+
+    def chain_from(self, revision: int) -> list[int]:
+        """``revision`` and the turns that go on with it, one after another: what a run of
+        assistant messages ending a request may be (a paused turn sent back once more)."""
+        chain = []
+        for k in range(revision, len(self.turns)):
+            if k > revision and not self.turns[k].continues:
+                break
+            chain.append(k)
+        return chain
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,9 +171,15 @@ def commit_transition(record: OperationRecord) -> Transition:
 
 
 def with_turn(
-    conversation: Conversation | None, record: OperationRecord, digest: str, *, now: float
+    conversation: Conversation | None,
+    record: OperationRecord,
+    digest: str,
+    *,
+    now: float,
+    continues: bool = False,
 ) -> Conversation | None:
     """The canonical CAS: ``conversation`` with ``record``'s turn as canonical, or TurnConflict.
+    ``continues``: the turn goes on with the one before it (``CanonicalTurn.continues``).
 
     None for an operation without a conversation (nothing to keep but its state).
     """
@@ -167,7 +205,9 @@ def with_turn(
             f"turngate: conversation '{key}' revision {revision} already has its canonical "
             f"turn (operation '{current.turns[revision].operation_id}')"
         )
-    turn = CanonicalTurn(revision, generation, digest, record.operation_id, now)
+    turn = CanonicalTurn(
+        revision, generation, digest, record.operation_id, now, continues and revision > 0
+    )
     return dataclasses.replace(current, turns=(*current.turns[:revision], turn), updated_at=now)
 
 

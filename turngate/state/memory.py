@@ -205,6 +205,7 @@ class MemoryStore:
         handle: str | None = None,
         response: StoredResponse | None = None,
         sent: bool = False,
+        continues: bool = False,
     ) -> OperationRecord:
         async with self._lock:
             self._require_open()
@@ -215,7 +216,7 @@ class MemoryStore:
             moved = moved_record(record, commit_transition(record), now=now, handle=handle)
             key = record.manifest.conversation_id
             conversation = None if key is None else self._conversations.get(key)
-            turned = with_turn(conversation, record, digest, now=now)
+            turned = with_turn(conversation, record, digest, now=now, continues=continues)
             self._records[operation_id] = moved
             if turned is not None:
                 self._conversations[turned.key] = turned

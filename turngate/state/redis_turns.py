@@ -183,6 +183,7 @@ class RedisConversations:
         handle: str | None = None,
         response: StoredResponse | None = None,
         sent: bool = False,
+        continues: bool = False,
     ) -> OperationRecord:
         client = self._require()
         while True:
@@ -195,7 +196,7 @@ class RedisConversations:
             key = record.manifest.conversation_id
             version, conversation = (0, None) if key is None else await self._read_conversation(key)
             try:
-                turned = with_turn(conversation, record, digest, now=now)
+                turned = with_turn(conversation, record, digest, now=now, continues=continues)
             except TurnConflict:
                 # Read apart, the two may straddle a racing commit of this same operation.
                 if await self._load(client, operation_id) != loaded:

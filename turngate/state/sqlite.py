@@ -189,6 +189,7 @@ class SQLiteStore:
         handle: str | None = None,
         response: StoredResponse | None = None,
         sent: bool = False,
+        continues: bool = False,
     ) -> OperationRecord:
         job = self._write(
             "FULL",
@@ -200,6 +201,7 @@ class SQLiteStore:
             handle=handle,
             response=response,
             sent=sent,
+            continues=continues,
         )
         return await asyncio.wrap_future(job)
 

@@ -91,6 +91,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "scan of the table (sqlite_retention.py)",
         ("CREATE INDEX conversations_by_update ON conversations (updated_at)",),
     ),
+    Migration(
+        6,
+        "canonical turns that go on with the turn before them (an Anthropic paused turn)",
+        ("ALTER TABLE canonical_turns ADD COLUMN continues INTEGER NOT NULL DEFAULT 0",),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

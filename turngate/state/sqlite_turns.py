@@ -109,12 +109,16 @@ def read_conversation(db: sqlite3.Connection, key: str) -> Conversation | None:
     ).fetchone()
     if row is None:
         return None
-    turns = db.execute(
-        "SELECT revision, cancel_generation, digest, operation_id, at FROM canonical_turns"
-        " WHERE conversation_key = ? ORDER BY revision",
+    return Conversation(key, row[0], tuple(_kept_turns(db, key)), row[1])
+
+
+def _kept_turns(db: sqlite3.Connection, key: str) -> list[CanonicalTurn]:
+    rows = db.execute(
+        "SELECT revision, cancel_generation, digest, operation_id, at, continues"
+        " FROM canonical_turns WHERE conversation_key = ? ORDER BY revision",
         (key,),
     ).fetchall()
-    return Conversation(key, row[0], tuple(CanonicalTurn(*t) for t in turns), row[1])
+    return [CanonicalTurn(r, g, d, o, at, bool(c)) for r, g, d, o, at, c in rows]
 
 
 def write_conversation(db: sqlite3.Connection, conversation: Conversation) -> None:
@@ -132,9 +136,9 @@ def write_conversation(db: sqlite3.Connection, conversation: Conversation) -> No
     )
     db.executemany(
         "INSERT INTO canonical_turns (conversation_key, revision, cancel_generation, digest,"
-        " operation_id, at) VALUES (?, ?, ?, ?, ?, ?)",
+        " operation_id, at, continues) VALUES (?, ?, ?, ?, ?, ?, ?)",
         [
-            (key, t.revision, t.cancel_generation, t.digest, t.operation_id, t.at)
+            (key, t.revision, t.cancel_generation, t.digest, t.operation_id, t.at, t.continues)
             for t in conversation.turns[first:]
         ],
     )
@@ -143,13 +147,9 @@ def write_conversation(db: sqlite3.Connection, conversation: Conversation) -> No
 def _first_changed(db: sqlite3.Connection, conversation: Conversation) -> int:
     """The first revision whose kept turn differs from ``conversation``'s (turns only ever
     change at their end: one appended or replaced, those after it dropped)."""
-    kept = db.execute(
-        "SELECT revision, cancel_generation, digest, operation_id, at FROM canonical_turns"
-        " WHERE conversation_key = ? ORDER BY revision",
-        (conversation.key,),
-    ).fetchall()
-    for k, row in enumerate(kept):
-        if k >= len(conversation.turns) or CanonicalTurn(*row) != conversation.turns[k]:
+    kept = _kept_turns(db, conversation.key)
+    for k, turn in enumerate(kept):
+        if k >= len(conversation.turns) or turn != conversation.turns[k]:
             return k
     return len(kept)
 
@@ -218,6 +218,7 @@ def commit_turn(
     handle: str | None,
     response: StoredResponse | None,
     sent: bool = False,
+    continues: bool = False,
 ) -> OperationRecord:
     synchronous(db, "FULL")
     with access.transaction(db, "IMMEDIATE"):
@@ -228,7 +229,7 @@ def commit_turn(
         moved = moved_record(record, commit_transition(record), now=now, handle=handle)
         key = record.manifest.conversation_id
         conversation = None if key is None else read_conversation(db, key)
-        turned = with_turn(conversation, record, digest, now=now)
+        turned = with_turn(conversation, record, digest, now=now, continues=continues)
         access.save(db, loaded, moved)
         if turned is not None:
             write_conversation(db, turned)

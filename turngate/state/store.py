@@ -278,6 +278,7 @@ class StateStore(Protocol):
         handle: str | None = None,
         response: StoredResponse | None = None,
         sent: bool = False,
+        continues: bool = False,
     ) -> OperationRecord:
         """The canonical CAS, atomically: COMMIT (RECOVER when UNKNOWN) the operation, make
         its turn (``digest``) canonical for its revision (``with_turn``) and keep
@@ -285,7 +286,8 @@ class StateStore(Protocol):
         slot (taken over, settled, cancelled), ``TurnConflict`` when the conversation
         refuses the turn, ``KeyError`` for an unknown operation; nothing is written then.
         ``sent``: an operation still DISPATCHING moves SEND first, in the same write (its
-        answer came back before SEND was written on its own; ``sent_first``)."""
+        answer came back before SEND was written on its own; ``sent_first``). ``continues``:
+        the turn goes on with the turn before it (``CanonicalTurn.continues``)."""
         ...
 
     async def save_response(
