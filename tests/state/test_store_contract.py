@@ -216,6 +216,22 @@ async def test_which_attempts_block_the_next_claim(store: StateStore, state: Dis
         assert (await store.claim(draft("conv-c"), now=50.0)).manifest.attempt == 2
 
 
+@pytest.mark.parametrize("state", list(REACHABLE), ids=str)
+async def test_the_live_attempt_of_a_slot_is_the_one_a_claim_would_meet(
+    store: StateStore, state: DispatchState
+) -> None:
+    assert await store.live_attempt("conv-l", 0, 0) is None
+    op = await claim_into(store, state, conversation_id="conv-l")
+    live = await store.live_attempt("conv-l", 0, 0)
+    if state in BLOCKS_NEXT_CLAIM:
+        assert live == await store.get(op)
+    else:
+        assert live is None
+    # Another revision or cancel generation is another slot.
+    assert await store.live_attempt("conv-l", 1, 0) is None
+    assert await store.live_attempt("conv-l", 0, 1) is None
+
+
 async def test_other_revisions_and_cancel_generations_are_other_slots(store: StateStore) -> None:
     await store.claim(draft("conv-d", revision=0), now=1.0)
     assert (await store.claim(draft("conv-d", revision=1), now=1.0)).manifest.attempt == 1

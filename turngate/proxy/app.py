@@ -35,6 +35,7 @@ from turngate.policies.pins import AdapterRegistry
 from turngate.policies.report import report_json
 from turngate.policies.tokens import load_encodings
 from turngate.proxy import conversation
+from turngate.proxy.background import retrieve, retrieved_handle
 from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
@@ -252,6 +253,9 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
     if route.api is not None:
         return await dispatch(request, route, services)
     try:
+        handle = retrieved_handle(request, route)
+        if handle is not None:
+            return await retrieve(request, route, services, handle)
         return await relay(request, route, services.session)
     except TurngateError as exc:  # the client's body stalled: 408
         return error_response(ERROR_API[route.provider], exc)

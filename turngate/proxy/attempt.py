@@ -429,6 +429,8 @@ class Attempt:
             await self.move(Transition.FAIL, detail=exc.rule)
             log.warning("upstream answer refused for %s: %s", self.manifest.operation_id, exc.rule)
             return self.error(exc)
+        if self.still_running(turn):
+            return await self.hold_running(upstream, data, turn)
         content_type = upstream.headers.get("Content-Type", "application/json")
         # A shadowed commit is a plain transition: its SEND goes first, on its own.
         sent = self.enforced and self.fold_send()
@@ -438,6 +440,25 @@ class Attempt:
         if refused is not None:
             return self.error(refused)
         self.observer.committed(turn)
+        return self.response(upstream, data)
+
+    def still_running(self, turn: AssistantTurn) -> bool:
+        """An OpenAI Responses background response, answered while it is queued or running,
+        under a conversation id: its turn is still to come (background.py)."""
+        return (
+            self.enforced
+            and self.manifest.conversation_id is not None
+            and self.adapter.api == "openai_responses"
+            and turn.stop_reason is None
+            and turn.handle is not None
+        )
+
+    async def hold_running(
+        self, upstream: aiohttp.ClientResponse, data: bytes, turn: AssistantTurn
+    ) -> web.StreamResponse:
+        """The attempt stays SENT, bound to the response's handle: the client's retrieval of
+        the response settles it (background.py)."""
+        await self.move(Transition.BIND, handle=turn.handle, sent=self.fold_send())
         return self.response(upstream, data)
 
     def checked_turn(self, data: bytes) -> AssistantTurn:

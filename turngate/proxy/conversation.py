@@ -201,7 +201,9 @@ def first_mismatch(
             return (
                 f"turngate: {where} of conversation '{conversation.key}' was never committed: "
                 f"the conversation has {len(canonical)} canonical turns. An answer that was "
-                "streamed but not committed (preview text) is not history"
+                "streamed but not committed (preview text) is not history; a Responses "
+                "background response is committed when it is retrieved through turngate "
+                "with this header"
             )
         index = shown[turn.index]
         if turn.digest != canonical[index].digest:

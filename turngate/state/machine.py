@@ -30,9 +30,10 @@ class Transition(StrEnum):
     SEND = "send"
     # Response headers arrived and the body is a stream.
     STREAM = "stream"
-    # The provider's response handle was seen mid-stream and is bound to the manifest; the
-    # state stays. A taken-over attempt (no longer STREAMING) is refused here, so it learns
-    # early that its stream can never commit.
+    # The provider's response handle was seen before the turn is complete (mid-stream, or an
+    # OpenAI Responses background response still running) and is bound to the manifest; the
+    # state stays. A taken-over attempt (no longer in that state) is refused here, so it
+    # learns early that its answer can never commit.
     BIND = "bind"
     # A complete, validated turn arrived and is now canonical.
     COMMIT = "commit"
@@ -60,6 +61,7 @@ TRANSITIONS: dict[tuple[DispatchState, Transition], DispatchState] = {
     (S.DISPATCHING, T.LOSE): S.UNKNOWN,
     (S.DISPATCHING, T.CANCEL): S.CANCELLED,
     (S.SENT, T.STREAM): S.STREAMING,
+    (S.SENT, T.BIND): S.SENT,
     (S.SENT, T.COMMIT): S.COMMITTED,
     (S.SENT, T.FAIL): S.FAILED,
     (S.SENT, T.LOSE): S.UNKNOWN,

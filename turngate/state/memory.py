@@ -109,6 +109,18 @@ class MemoryStore:
                 )
             return claimed
 
+    async def live_attempt(
+        self, key: str, revision: int, cancel_generation: int
+    ) -> OperationRecord | None:
+        async with self._lock:
+            self._require_open()
+            attempts = self._attempts.get((key, revision, cancel_generation), [])
+            for operation_id in reversed(attempts):
+                record = self._records[operation_id]
+                if record.state in BLOCKING:
+                    return record
+            return None
+
     async def transition(
         self,
         operation_id: str,

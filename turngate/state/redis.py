@@ -321,6 +321,17 @@ class RedisStore(RedisConversations):
     async def get(self, operation_id: str) -> OperationRecord | None:
         return await self._load(self._require(), operation_id)
 
+    async def live_attempt(
+        self, key: str, revision: int, cancel_generation: int
+    ) -> OperationRecord | None:
+        client = self._require()
+        with self._unavailable("read"):
+            live = await client.hget(self._slot_key_of((key, revision, cancel_generation)), "live")
+        if live is None:
+            return None
+        record = await self._load(client, as_text(live))
+        return record if record is not None and record.state in BLOCKING else None
+
     async def recover(self, *, now: float) -> list[OperationRecord]:
         """At start: in-flight operations of this owner or of expired owners → UNKNOWN.
 
@@ -550,8 +561,11 @@ class RedisStore(RedisConversations):
         return f"{self.key_prefix}op:{operation_id}"
 
     def _slot_key(self, manifest: DispatchManifest) -> str:
-        slot = hashlib.sha256(canonical_json(list(claim_slot(manifest)))).hexdigest()
-        return f"{self.key_prefix}slot:{slot}"
+        return self._slot_key_of(claim_slot(manifest))
+
+    def _slot_key_of(self, slot: tuple[str, int, int]) -> str:
+        digest = hashlib.sha256(canonical_json(list(slot))).hexdigest()
+        return f"{self.key_prefix}slot:{digest}"
 
     def _inflight_key(self) -> str:
         return f"{self.key_prefix}inflight"

@@ -155,6 +155,11 @@ class SQLiteStore:
     async def get(self, operation_id: str) -> OperationRecord | None:
         return await self._run(_get, operation_id)
 
+    async def live_attempt(
+        self, key: str, revision: int, cancel_generation: int
+    ) -> OperationRecord | None:
+        return await self._run(_live_attempt, (key, revision, cancel_generation))
+
     async def recover(self, *, now: float) -> list[OperationRecord]:
         return await self._run(_recover, now)
 
@@ -419,6 +424,19 @@ def _transition(
 def _get(db: sqlite3.Connection, operation_id: str) -> OperationRecord | None:
     with transaction(db, "DEFERRED"):
         return _load(db, operation_id)
+
+
+def _live_attempt(db: sqlite3.Connection, slot: tuple[str, int, int]) -> OperationRecord | None:
+    with transaction(db, "DEFERRED"):
+        rows = db.execute(
+            "SELECT operation_id, state FROM operations WHERE conversation_key = ?"
+            " AND conversation_revision = ? AND cancel_generation = ? ORDER BY attempt DESC",
+            slot,
+        ).fetchall()
+        for operation_id, state in rows:
+            if _state(state) in BLOCKING:
+                return _require(db, operation_id)
+    return None
 
 
 def _recover(db: sqlite3.Connection, now: float) -> list[OperationRecord]:

@@ -234,6 +234,13 @@ class StateStore(Protocol):
 
     async def get(self, operation_id: str) -> OperationRecord | None: ...
 
+    async def live_attempt(
+        self, key: str, revision: int, cancel_generation: int
+    ) -> OperationRecord | None:
+        """The attempt holding the slot (conversation key, revision, cancel generation): the
+        one a claim of it would meet (``BLOCKING``), or None."""
+        ...
+
     async def recover(self, *, now: float) -> list[OperationRecord]:
         """At start: every operation left DISPATCHING, SENT or STREAMING becomes UNKNOWN."""
         ...

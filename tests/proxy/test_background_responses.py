@@ -1,0 +1,143 @@
+"""OpenAI Responses background mode under Turngate-Conversation-Id.
+
+``responses.create(background=True)`` answers at once with the response queued; the
+application polls ``responses.retrieve`` until it is over, then goes on with the output in
+its next request's input (or chains it by id). The turn is the one retrieved: the attempt
+stays SENT, bound to the response's id, until the retrieval through turngate shows it over;
+its calls are then checked as any answer's and the turn committed, so the next history
+matches it. The recorded non-streamed function call (../shared/fixtures) is the response.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import openai
+import orjson
+import pytest
+
+from tests.fixtures_dir import FIXTURES_DIR
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import get, operation, states
+from tests.proxy.stack import OPENAI_KEY, Stack
+
+REQUEST = "openai-responses/pai-nonstream-function-call.request.json"
+ANSWER = "openai-responses/pai-nonstream-function-call.json"
+NEXT = "openai-responses/pai-nonstream-after-function-output.request.json"
+CONVERSATION = "bg-1"
+
+
+def recorded(relative: str) -> dict[str, Any]:
+    value = orjson.loads((FIXTURES_DIR / relative).read_bytes())
+    assert isinstance(value, dict)
+    return value
+
+
+def response(status: str, **changes: Any) -> Reply:
+    """The recorded response as a background one: still ``status``, or over."""
+    body = {**copy.deepcopy(recorded(ANSWER)), "background": True, "status": status, **changes}
+    if status in ("queued", "in_progress"):
+        body["output"] = []
+    return Reply.json(body)
+
+
+def client(stack: Stack) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        api_key=OPENAI_KEY,
+        base_url=stack.base("/openai/v1"),
+        max_retries=0,
+        default_headers={"Turngate-Conversation-Id": CONVERSATION},
+    )
+
+
+async def start(sdk: openai.AsyncOpenAI) -> Any:
+    ask = {k: v for k, v in recorded(REQUEST).items() if k != "stream"}
+    return await sdk.responses.create(**ask, background=True)
+
+
+async def poll(sdk: openai.AsyncOpenAI, response_id: str) -> Any:
+    while True:
+        found = await sdk.responses.retrieve(response_id)
+        if found.status not in ("queued", "in_progress"):
+            return found
+
+
+async def test_the_retrieved_turn_is_committed_and_the_next_history_holds_it(stack: Stack):
+    stack.upstream.replies(
+        response("queued"),
+        response("in_progress"),
+        response("completed"),
+        Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"),
+    )
+    async with client(stack) as sdk:
+        queued = await start(sdk)
+        assert queued.status == "queued"
+        created = await sdk.responses.with_raw_response.retrieve(queued.id)
+        assert created.parse().status == "in_progress"
+        done = await poll(sdk, queued.id)
+        assert [item.type for item in done.output] == ["function_call"]
+        # The agent runs the tool and sends the whole history back.
+        follow_up = {k: v for k, v in recorded(NEXT).items() if k != "stream"}
+        await sdk.responses.create(**follow_up)
+    assert len(stack.upstream.received) == 4
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    assert status == 200
+    assert [t["revision"] for t in kept["turns"]] == [0, 1]
+    first = await operation(stack, kept["turns"][0]["operationId"])
+    assert states(first) == ["PREPARED", "DISPATCHING", "SENT", "SENT", "COMMITTED"]
+    assert first["handle"] == queued.id
+
+
+async def test_a_retrieved_call_that_cannot_be_committed_is_refused(stack: Stack):
+    bad = copy.deepcopy(recorded(ANSWER)["output"])
+    bad[0]["arguments"] = '{"country": 7}'  # the schema asks for a string
+    stack.upstream.replies(response("queued"), response("completed", output=bad))
+    async with client(stack) as sdk:
+        queued = await start(sdk)
+        with pytest.raises(openai.APIStatusError) as raised:
+            await sdk.responses.retrieve(queued.id)
+        assert raised.value.status_code == 502
+        assert "invalid_tool_call" in str(raised.value)
+        # The call never ran, so it is no history: refused, nothing sent.
+        follow_up = {k: v for k, v in recorded(NEXT).items() if k != "stream"}
+        follow_up["input"][1]["arguments"] = '{"country": 7}'
+        with pytest.raises(openai.BadRequestError) as refused:
+            await sdk.responses.create(**follow_up)
+    assert refused.value.response.headers["Turngate-Rejection"] == "history_mismatch"
+    assert len(stack.upstream.received) == 2
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    assert (status, kept["turns"]) == (200, [])
+    assert [o["state"] for o in kept["operations"]] == ["FAILED"]
+
+
+@pytest.mark.parametrize("outcome", ["failed", "cancelled", "incomplete"])
+async def test_a_response_that_ended_without_its_turn_frees_the_revision(
+    stack: Stack, outcome: str
+):
+    stack.upstream.replies(response("queued"), response(outcome), response("queued"))
+    async with client(stack) as sdk:
+        queued = await start(sdk)
+        over = await poll(sdk, queued.id)
+        assert over.status == outcome
+        again = await start(sdk)  # the same revision, asked again
+    assert again.status == "queued"
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    assert status == 200
+    assert [(o["attempt"], o["state"]) for o in kept["operations"]] == [(1, "FAILED"), (2, "SENT")]
+
+
+async def test_a_chained_request_continues_the_retrieved_response(stack: Stack):
+    stack.upstream.replies(
+        response("queued"),
+        response("completed"),
+        Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"),
+    )
+    async with client(stack) as sdk:
+        queued = await start(sdk)
+        await poll(sdk, queued.id)
+        output = {"type": "function_call_output", "output": "Potato City"}
+        output["call_id"] = recorded(ANSWER)["output"][0]["call_id"]
+        await sdk.responses.create(model="gpt-4o", previous_response_id=queued.id, input=[output])
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    assert (status, [t["revision"] for t in kept["turns"]]) == (200, [0, 1])

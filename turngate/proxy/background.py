@@ -1,0 +1,165 @@
+"""OpenAI Responses background responses under a conversation id.
+
+    POST /v1/responses {"background": true}  -> queued: the handle is bound, the attempt
+                                                 stays SENT (no turn yet; attempt.py)
+    GET  /v1/responses/{handle}              -> relayed; once the response is over, its
+                                                 attempt is settled here:
+        completed                      the turn is checked as any answer's and committed
+                                       (kept for replay); calls that cannot be committed:
+                                       FAIL, and the client gets the refusal instead
+        failed / cancelled / incomplete FAIL (SETTLE when UNKNOWN): the revision is free
+        queued / in_progress           relayed, nothing recorded
+
+Only a retrieval that names the conversation (``Turngate-Conversation-Id``, which the SDK
+sends on every call made with the client's default headers) is looked at: the attempt is
+the one holding the conversation's next revision, bound to that handle. Any other GET is
+relayed unchanged, as every unparsed route is.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from turngate.adapters import get_adapter
+from turngate.adapters.base import RouteInfo
+from turngate.errors import IllegalTransition, StateConflict, TurngateError
+from turngate.proxy.dispatch import CONVERSATION_HEADER
+from turngate.proxy.errors import error_response
+from turngate.proxy.recovery import quarantine
+from turngate.proxy.replay import record_commit
+from turngate.proxy.routes import RouteMatch
+from turngate.proxy.services import Services
+from turngate.proxy.turn_check import call_schemas, check_turn
+from turngate.proxy.upstream import inbound_headers, outbound_headers
+from turngate.state.conversations import StoredResponse
+from turngate.state.machine import DispatchState, Transition
+from turngate.state.store import OperationRecord
+
+log = logging.getLogger("turngate.proxy")
+
+_RETRIEVAL = re.compile(r"/v1/responses/([A-Za-z0-9_-]+)")
+# Statuses of a response still running; every other one is an outcome.
+RUNNING = frozenset({"queued", "in_progress"})
+
+
+def retrieved_handle(request: web.Request, route: RouteMatch) -> str | None:
+    """The response a GET retrieves under a conversation id, when this module settles it."""
+    if route.provider != "openai" or request.method != "GET":
+        return None
+    if not request.headers.get(CONVERSATION_HEADER) or request.query.get("stream") == "true":
+        return None
+    found = _RETRIEVAL.fullmatch(route.upstream_path_qs.split("?", 1)[0])
+    return found.group(1) if found is not None else None
+
+
+async def retrieve(
+    request: web.Request, route: RouteMatch, services: Services, handle: str
+) -> web.StreamResponse:
+    """Relay the retrieval; settle the conversation's attempt bound to ``handle`` once the
+    response is over."""
+    async with services.session.get(
+        route.upstream_url,
+        headers=outbound_headers(request.headers, keep_length=False),
+        allow_redirects=False,
+        proxy=route.prefix.proxy,
+    ) as upstream:
+        data = await upstream.read()
+        status, reason = upstream.status, upstream.reason
+        headers = inbound_headers(upstream.headers)
+    if status == 200:
+        refused = await settle(services, request.headers[CONVERSATION_HEADER], handle, data)
+        if refused is not None:
+            return error_response("openai_responses", refused)
+    return web.Response(status=status, reason=reason, body=data, headers=headers)
+
+
+async def settle(
+    services: Services, conversation_id: str, handle: str, data: bytes
+) -> TurngateError | None:
+    """Record what became of the attempt bound to ``handle``; the error the client gets
+    instead of the body when its turn cannot be committed."""
+    body = _response(data)
+    if body is None or body.get("id") != handle or body.get("status") in RUNNING:
+        return None
+    record = await bound_attempt(services, conversation_id, handle)
+    if record is None:
+        return None
+    if body.get("status") != "completed":
+        await _over(services, record, f"the provider says the response is {body.get('status')}")
+        return None
+    adapter = get_adapter("openai_responses")
+    try:
+        turn = adapter.parse_response(body)
+        check_turn(turn, _echoed_schemas(services, body), adapter.capabilities)
+    except TurngateError as exc:
+        await quarantine(services, record, {"reason": exc.rule, "handle": handle})
+        await _over(services, record, f"the retrieved turn is refused: {exc.rule}")
+        return exc
+    expires_at = services.clock() + services.settings.replay_ttl
+    kept = StoredResponse(200, "application/json", data, False, expires_at)
+    try:
+        committed = await record_commit(
+            services, record.manifest, turn, enforced=True, response=kept
+        )
+    except (IllegalTransition, StateConflict) as exc:
+        log.warning("retrieved answer of %s not committed: %s", record.operation_id, exc)
+        return None
+    services.telemetry.resolved(committed)
+    return None
+
+
+async def bound_attempt(
+    services: Services, conversation_id: str, handle: str
+) -> OperationRecord | None:
+    """The attempt holding the conversation's next revision, if it is still open and bound
+    to ``handle``."""
+    conversation = await services.store.conversation(conversation_id)
+    if conversation is None:
+        return None
+    record = await services.store.live_attempt(
+        conversation_id, conversation.revision, conversation.cancel_generation
+    )
+    if record is None or record.handle != handle or record.state is DispatchState.COMMITTED:
+        return None
+    return record
+
+
+def _response(data: bytes) -> dict[str, Any] | None:
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _echoed_schemas(services: Services, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The schemas of the tools the response says it was given (a retrieved response echoes
+    them); None, when they do not read as a request's tools, checks the calls for
+    completeness only."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return None
+    try:
+        seq = get_adapter("openai_responses").parse_request(
+            {"model": body.get("model") or "", "input": [], "tools": tools}, RouteInfo()
+        )
+    except TurngateError:
+        return None
+    return call_schemas(seq, services.schemas)
+
+
+async def _over(services: Services, record: OperationRecord, why: str) -> None:
+    transition = Transition.SETTLE if record.state is DispatchState.UNKNOWN else Transition.FAIL
+    try:
+        moved = await services.store.transition(
+            record.operation_id, transition, now=services.clock(), detail=why
+        )
+    except (IllegalTransition, StateConflict):
+        return  # moved meanwhile: a cancel, another retrieval
+    services.telemetry.resolved(moved)
+    log.warning("%s of %s: %s", transition, record.operation_id, why)
