@@ -127,6 +127,21 @@ async def test_a_response_that_ended_without_its_turn_frees_the_revision(
     assert [(o["attempt"], o["state"]) for o in kept["operations"]] == [(1, "FAILED"), (2, "SENT")]
 
 
+async def test_a_cancelled_response_frees_the_revision(stack: Stack):
+    stack.upstream.replies(response("queued"), response("cancelled"), response("queued"))
+    async with client(stack) as sdk:
+        queued = await start(sdk)
+        cancelled = await sdk.responses.cancel(queued.id)
+        assert cancelled.status == "cancelled"
+        again = await start(sdk)
+    assert again.status == "queued"
+    assert stack.upstream.received[1].method == "POST"
+    assert stack.upstream.received[1].path_qs == f"/v1/responses/{queued.id}/cancel"
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    assert status == 200
+    assert [(o["attempt"], o["state"]) for o in kept["operations"]] == [(1, "FAILED"), (2, "SENT")]
+
+
 async def test_a_chained_request_continues_the_retrieved_response(stack: Stack):
     stack.upstream.replies(
         response("queued"),

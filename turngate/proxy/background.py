@@ -3,17 +3,17 @@
     POST /v1/responses {"background": true}  -> queued: the handle is bound, the attempt
                                                  stays SENT (no turn yet; attempt.py)
     GET  /v1/responses/{handle}              -> relayed; once the response is over, its
-                                                 attempt is settled here:
+    POST /v1/responses/{handle}/cancel          attempt is settled here:
         completed                      the turn is checked as any answer's and committed
                                        (kept for replay); calls that cannot be committed:
                                        FAIL, and the client gets the refusal instead
         failed / cancelled / incomplete FAIL (SETTLE when UNKNOWN): the revision is free
         queued / in_progress           relayed, nothing recorded
 
-Only a retrieval that names the conversation (``Turngate-Conversation-Id``, which the SDK
-sends on every call made with the client's default headers) is looked at: the attempt is
-the one holding the conversation's next revision, bound to that handle. Any other GET is
-relayed unchanged, as every unparsed route is.
+Only a retrieval (or cancel) that names the conversation (``Turngate-Conversation-Id``,
+which the SDK sends on every call made with the client's default headers) is looked at: the
+attempt is the one holding the conversation's next revision, bound to that handle. Any
+other call is relayed unchanged, as every unparsed route is.
 """
 
 from __future__ import annotations
@@ -42,19 +42,22 @@ from turngate.state.store import OperationRecord
 
 log = logging.getLogger("turngate.proxy")
 
-_RETRIEVAL = re.compile(r"/v1/responses/([A-Za-z0-9_-]+)")
+_RETRIEVAL = re.compile(r"/v1/responses/([A-Za-z0-9_-]+)(/cancel)?")
 # Statuses of a response still running; every other one is an outcome.
 RUNNING = frozenset({"queued", "in_progress"})
 
 
 def retrieved_handle(request: web.Request, route: RouteMatch) -> str | None:
-    """The response a GET retrieves under a conversation id, when this module settles it."""
-    if route.provider != "openai" or request.method != "GET":
+    """The response a GET retrieves (or a POST cancels) under a conversation id, when this
+    module settles it."""
+    if route.provider != "openai" or not request.headers.get(CONVERSATION_HEADER):
         return None
-    if not request.headers.get(CONVERSATION_HEADER) or request.query.get("stream") == "true":
+    if request.query.get("stream") == "true":
         return None
     found = _RETRIEVAL.fullmatch(route.upstream_path_qs.split("?", 1)[0])
-    return found.group(1) if found is not None else None
+    if found is None or request.method != ("POST" if found.group(2) else "GET"):
+        return None
+    return found.group(1)
 
 
 async def retrieve(
@@ -62,9 +65,13 @@ async def retrieve(
 ) -> web.StreamResponse:
     """Relay the retrieval; settle the conversation's attempt bound to ``handle`` once the
     response is over."""
-    async with services.session.get(
+    # A cancel carries no body (or an empty JSON one); aiohttp bounds what it reads.
+    sent = await request.read() if request.body_exists else b""
+    async with services.session.request(
+        request.method,
         route.upstream_url,
         headers=outbound_headers(request.headers, keep_length=False),
+        data=sent or None,
         allow_redirects=False,
         proxy=route.prefix.proxy,
     ) as upstream:
