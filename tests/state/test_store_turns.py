@@ -271,6 +271,24 @@ async def test_a_turn_that_goes_on_with_the_one_before_is_kept_so(store: StateSt
     assert conversation.to_json()["turns"][1]["continues"] is True
 
 
+async def test_a_conversation_lists_its_latest_operations_in_claim_order(
+    store: StateStore,
+) -> None:
+    claimed = []
+    for revision in range(5):
+        op = await sent(store, "conv-long", revision=revision)
+        await store.commit_turn(op, digest=digest(revision + 1), now=3.0 + revision)
+        claimed.append(op)
+    await store.cancel_conversation("conv-long", now=10.0)
+    # After the cancel, a lower revision of the new generation is the newest claim.
+    claimed.append(await sent(store, "conv-long", revision=2, gen=1))
+    listed = await store.conversation_operations("conv-long", limit=3)
+    assert [r.operation_id for r in listed] == claimed[-3:]
+    everything = await store.conversation_operations("conv-long", limit=100)
+    assert [r.operation_id for r in everything] == claimed
+    assert await store.conversation_operations("conv-long", limit=0) == []
+
+
 async def test_racing_commits_of_one_attempt_leave_one_turn(store: StateStore) -> None:
     op = await sent(store, "conv-race")
     results = await asyncio.gather(

@@ -206,7 +206,8 @@ class MemoryStore:
     async def conversation_operations(self, key: str, *, limit: int) -> list[OperationRecord]:
         async with self._lock:
             self._require_open()
-            return [self._records[i] for i in self._by_conversation.get(key, [])[:limit]]
+            claimed = self._by_conversation.get(key, [])
+            return [self._records[i] for i in claimed[max(len(claimed) - limit, 0) :]]
 
     async def commit_turn(
         self,

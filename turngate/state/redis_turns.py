@@ -170,7 +170,7 @@ class RedisConversations:
         if limit <= 0:
             return []
         with self._unavailable("read"):
-            ids = await client.lrange(self._conversation_ops_key(key), 0, limit - 1)
+            ids = await client.lrange(self._conversation_ops_key(key), -limit, -1)
         found = [await self._load(client, as_text(op)) for op in ids]
         return [r for r in found if r is not None]
 

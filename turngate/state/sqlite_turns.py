@@ -200,12 +200,13 @@ def conversation_operations(
     db: sqlite3.Connection, access: Access, key: str, *, limit: int
 ) -> list[OperationRecord]:
     with access.transaction(db, "DEFERRED"):
+        # rowid: the order of the claims that inserted them.
         rows = db.execute(
             "SELECT operation_id FROM operations WHERE conversation_key = ?"
-            " ORDER BY conversation_revision, cancel_generation, attempt LIMIT ?",
+            " ORDER BY rowid DESC LIMIT ?",
             (key, limit),
         ).fetchall()
-        return [r for (op,) in rows if (r := access.load(db, op)) is not None]
+        return [r for (op,) in reversed(rows) if (r := access.load(db, op)) is not None]
 
 
 def commit_turn(

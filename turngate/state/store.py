@@ -273,7 +273,8 @@ class StateStore(Protocol):
         ...
 
     async def conversation_operations(self, key: str, *, limit: int) -> list[OperationRecord]:
-        """Up to ``limit`` operations of the conversation, oldest first."""
+        """The conversation's latest ``limit`` operations, in the order they were claimed
+        (the newest last): what a long conversation's inspection and cancel need."""
         ...
 
     async def commit_turn(
