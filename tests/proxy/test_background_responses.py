@@ -21,6 +21,7 @@ from tests.fixtures_dir import FIXTURES_DIR
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import get, operation, states
 from tests.proxy.stack import OPENAI_KEY, Stack
+from turngate.proxy.app import SERVICES
 
 REQUEST = "openai-responses/pai-nonstream-function-call.request.json"
 ANSWER = "openai-responses/pai-nonstream-function-call.json"
@@ -125,6 +126,20 @@ async def test_a_response_that_ended_without_its_turn_frees_the_revision(
     status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
     assert status == 200
     assert [(o["attempt"], o["state"]) for o in kept["operations"]] == [(1, "FAILED"), (2, "SENT")]
+
+
+async def test_after_a_restart_the_retrieval_still_commits_the_turn(stack: Stack):
+    stack.upstream.replies(response("queued"), response("completed"))
+    async with client(stack) as sdk:
+        queued = await start(sdk)
+        # What the next start does with an attempt left in flight.
+        [lost] = await stack.store.recover(now=stack.app[SERVICES].clock())
+        assert (lost.state, lost.handle) == ("UNKNOWN", queued.id)
+        done = await poll(sdk, queued.id)
+    assert done.status == "completed"
+    record = await operation(stack, lost.operation_id)
+    assert states(record)[-2:] == ["UNKNOWN", "COMMITTED"]
+    assert record["history"][-1]["transition"] == "recover"
 
 
 async def test_a_cancelled_response_frees_the_revision(stack: Stack):
