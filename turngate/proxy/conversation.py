@@ -12,6 +12,11 @@ counted as the turn it is, and the answer's turn continues it (state/conversatio
 "Continued turns"): the next history holds the two as one run, which matches the
 continuation.
 
+A Gemini request naming a ``cachedContent`` shows the conversation's last turns only (the
+cache holds the start, and is made again further on as the conversation grows): they must be
+consecutive committed turns, the latest ones or those before the latest (a retry), and the
+request answers the revision after them (``cached_revision``).
+
 A chained request (Responses ``previous_response_id``) carries only what follows the
 response it names; the turns before are the provider's. Its revision counts from that
 response: r = (revision of the committed turn whose response id it names) + 1 + the assistant
@@ -86,11 +91,15 @@ async def checked_conversation(
     ends_open = continued_run(seq) is not None
     answered = turns[:-1] if ends_open else turns
     previous = chained_from(seq)
+    cached = holds_start(seq)
     base = 0
-    known = await store.conversation(conversation_id) if previous is not None else None
+    known = await store.conversation(conversation_id) if previous or cached else None
     if known is not None and known.turns:
-        assert previous is not None
-        conversation, base = known, await anchored_revision(store, known, previous)
+        conversation = known
+        if previous is not None:
+            base = await anchored_revision(store, known, previous)
+        else:
+            base = cached_revision(known, answered)
     else:
         conversation = await store.open_conversation(
             conversation_id, [t.digest for t in answered], now=now
@@ -122,6 +131,28 @@ def answer_prefix(seq: MessageSequence) -> tuple[AnyBlock, ...]:
     """What the canonical turn starts with before the answer: the assistant run a request
     ends with, which Claude continues (a prefill, or a paused turn sent back)."""
     return continued_run(seq) or ()
+
+
+def holds_start(seq: MessageSequence) -> bool:
+    """Gemini's ``cachedContent``: the provider holds the conversation's start, model turns
+    included (ADK caches the conversation so far, and again further on every few calls)."""
+    return seq.api == "gemini" and seq.history == "partial"
+
+
+def cached_revision(known: Conversation, turns: list[HistoryTurn]) -> int:
+    """The revision of the first turn a request beside a cache shows: its turns are the
+    conversation's latest committed ones, or those before the latest (a retry); the latest
+    ``ANCHOR_SEARCH`` places are looked at, nearest first."""
+    latest = max(known.revision - len(turns), 0)
+    for base in range(latest, max(latest - ANCHOR_SEARCH, -1), -1):
+        if first_mismatch(known, turns, base) is None:
+            return base
+    mismatch = first_mismatch(known, turns, latest)
+    assert mismatch is not None
+    raise HistoryMismatch(
+        f"{mismatch}. The request names a cachedContent: the turns it shows must be the "
+        f"latest committed ones (the latest {ANCHOR_SEARCH} places looked at)"
+    )
 
 
 def refuse_provider_conversation(seq: MessageSequence, conversation_id: str) -> None:
