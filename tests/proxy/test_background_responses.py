@@ -93,20 +93,26 @@ async def test_the_retrieved_turn_is_committed_and_the_next_history_holds_it(sta
 async def test_a_retrieved_call_that_cannot_be_committed_is_refused(stack: Stack):
     bad = copy.deepcopy(recorded(ANSWER)["output"])
     bad[0]["arguments"] = '{"country": 7}'  # the schema asks for a string
-    stack.upstream.replies(response("queued"), response("completed", output=bad))
+    stack.upstream.replies(response("queued"), *(response("completed", output=bad),) * 3)
     async with client(stack) as sdk:
         queued = await start(sdk)
+        # With the SDK's own retries on: a retry of the refusal would get the calls through.
         with pytest.raises(openai.APIStatusError) as raised:
-            await sdk.responses.retrieve(queued.id)
+            await sdk.with_options(max_retries=2).responses.retrieve(queued.id)
         assert raised.value.status_code == 502
         assert "invalid_tool_call" in str(raised.value)
+        assert len(stack.upstream.received) == 2
+        # Retrieved again later: refused again.
+        with pytest.raises(openai.APIStatusError) as again:
+            await sdk.responses.retrieve(queued.id)
+        assert "first retrieved" in str(again.value)
         # The call never ran, so it is no history: refused, nothing sent.
         follow_up = {k: v for k, v in recorded(NEXT).items() if k != "stream"}
         follow_up["input"][1]["arguments"] = '{"country": 7}'
         with pytest.raises(openai.BadRequestError) as refused:
             await sdk.responses.create(**follow_up)
     assert refused.value.response.headers["Turngate-Rejection"] == "history_mismatch"
-    assert len(stack.upstream.received) == 2
+    assert len(stack.upstream.received) == 3
     status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
     assert (status, kept["turns"]) == (200, [])
     assert [o["state"] for o in kept["operations"]] == ["FAILED"]

@@ -27,13 +27,19 @@ from aiohttp import web
 
 from turngate.adapters import get_adapter
 from turngate.adapters.base import RouteInfo
-from turngate.errors import IllegalTransition, StateConflict, TurngateError
+from turngate.errors import (
+    IllegalTransition,
+    StateConflict,
+    TurngateError,
+    UpstreamProtocolError,
+)
 from turngate.proxy.dispatch import CONVERSATION_HEADER
 from turngate.proxy.errors import error_response
 from turngate.proxy.recovery import quarantine
 from turngate.proxy.replay import record_commit
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
+from turngate.proxy.tool_calls import INVALID_TOOL_CALL
 from turngate.proxy.turn_check import call_schemas, check_turn
 from turngate.proxy.upstream import inbound_headers, outbound_headers
 from turngate.state.conversations import StoredResponse
@@ -45,6 +51,10 @@ log = logging.getLogger("turngate.proxy")
 _RETRIEVAL = re.compile(r"/v1/responses/([A-Za-z0-9_-]+)(/cancel)?")
 # Statuses of a response still running; every other one is an outcome.
 RUNNING = frozenset({"queued", "in_progress"})
+# The detail of an attempt FAILED because its retrieved turn was refused.
+REFUSED = "the retrieved turn is refused: {rule}"
+# How many of the conversation's latest operations a refused retrieval is looked for in.
+RECENT = 8
 
 
 def retrieved_handle(request: web.Request, route: RouteMatch) -> str | None:
@@ -81,7 +91,9 @@ async def retrieve(
     if status == 200:
         refused = await settle(services, request.headers[CONVERSATION_HEADER], handle, data)
         if refused is not None:
-            return error_response("openai_responses", refused)
+            # Retrieving it again gets the same answer: an SDK's own retry would only be
+            # refused again.
+            return error_response("openai_responses", refused, {"x-should-retry": "false"})
     return web.Response(status=status, reason=reason, body=data, headers=headers)
 
 
@@ -95,6 +107,8 @@ async def settle(
         return None
     record = await bound_attempt(services, conversation_id, handle)
     if record is None:
+        if body.get("status") == "completed":
+            return await refused_before(services, conversation_id, handle)
         return None
     if body.get("status") != "completed":
         await _over(services, record, f"the provider says the response is {body.get('status')}")
@@ -105,7 +119,7 @@ async def settle(
         check_turn(turn, _echoed_schemas(services, body), adapter.capabilities)
     except TurngateError as exc:
         await quarantine(services, record, {"reason": exc.rule, "handle": handle})
-        await _over(services, record, f"the retrieved turn is refused: {exc.rule}")
+        await _over(services, record, REFUSED.format(rule=exc.rule))
         return exc
     expires_at = services.clock() + services.settings.replay_ttl
     kept = StoredResponse(200, "application/json", data, False, expires_at)
@@ -134,6 +148,28 @@ async def bound_attempt(
     if record is None or record.handle != handle or record.state is DispatchState.COMMITTED:
         return None
     return record
+
+
+async def refused_before(
+    services: Services, conversation_id: str, handle: str
+) -> TurngateError | None:
+    """A completed response whose turn an earlier retrieval refused stays refused: its
+    calls never reach the application, however often it is retrieved."""
+    recent = await services.store.conversation_operations(conversation_id, limit=RECENT)
+    for record in reversed(recent):
+        if record.handle != handle or record.state is not DispatchState.FAILED:
+            continue
+        detail = record.history[-1].detail or ""
+        if detail.startswith(REFUSED.format(rule="")):
+            rule = detail.removeprefix(REFUSED.format(rule=""))
+            return UpstreamProtocolError(
+                f"turngate: the turn of response '{handle}' was refused when it was first "
+                f"retrieved ({rule}); it is not delivered",
+                rule=rule or INVALID_TOOL_CALL,
+                status=502,
+            )
+        return None
+    return None
 
 
 def _response(data: bytes) -> dict[str, Any] | None:
