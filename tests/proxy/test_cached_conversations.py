@@ -96,6 +96,19 @@ async def test_a_retry_beside_a_cache_is_answered_again_without_a_send(stack: St
     assert await revisions(stack) == [0, 1]
 
 
+async def test_a_retry_that_shows_no_turn_after_a_new_cache_is_answered_again(stack: Stack):
+    # After a new cache the request shows no model turn: only its bytes say it is a retry.
+    stack.upstream.replies(said("A1", "r1"), said("A2", "r2"), said("A3", "r3"))
+    sdk = sdk_for(stack)
+    await ask(sdk, [user("Q1")], "cachedContents/c0")
+    assert await ask(sdk, [user("Q2")], "cachedContents/c1") == "A2"
+    assert await ask(sdk, [user("Q2")], "cachedContents/c1") == "A2"
+    assert len(stack.upstream.received) == 2
+    # The same words beside another cache are a new request.
+    assert await ask(sdk, [user("Q2")], "cachedContents/c2") == "A3"
+    assert await revisions(stack) == [0, 1, 2]
+
+
 @pytest.mark.parametrize(
     "contents",
     [

@@ -45,6 +45,7 @@ import orjson
 from aiohttp import web
 
 from turngate.errors import LocalError
+from turngate.graph.codec import digest_bytes
 from turngate.graph.history import HistoryTurn, continued_run, history_turns
 from turngate.graph.model import AnyBlock, MessageSequence
 from turngate.proxy.errors import plain_error
@@ -81,10 +82,17 @@ class CheckedHistory:
 
 
 async def checked_conversation(
-    store: StateStore, conversation_id: str, seq: MessageSequence, *, now: float
+    store: StateStore,
+    conversation_id: str,
+    seq: MessageSequence,
+    *,
+    now: float,
+    sent: bytes | None = None,
 ) -> CheckedHistory:
     """The revision the request answers, once the request's history is its canonical turns
-    (or adopted) and that revision can still be answered (``refuse_unreplayable``)."""
+    (or adopted) and that revision can still be answered (``refuse_unreplayable``).
+    ``sent``: the bytes the request would send (a request beside a cache may be a retry only
+    they tell apart)."""
     refuse_provider_conversation(seq, conversation_id)
     turns = history_turns(seq)
     # A run Claude continues is not a turn to adopt, nor one to check as the others.
@@ -99,7 +107,8 @@ async def checked_conversation(
         if previous is not None:
             base = await anchored_revision(store, known, previous)
         else:
-            base = cached_revision(known, answered)
+            retried = await retried_revision(store, known, answered, sent)
+            base = cached_revision(known, answered) if retried is None else retried
     else:
         conversation = await store.open_conversation(
             conversation_id, [t.digest for t in answered], now=now
@@ -153,6 +162,22 @@ def cached_revision(known: Conversation, turns: list[HistoryTurn]) -> int:
         f"{mismatch}. The request names a cachedContent: the turns it shows must be the "
         f"latest committed ones (the latest {ANCHOR_SEARCH} places looked at)"
     )
+
+
+async def retried_revision(
+    store: StateStore, known: Conversation, turns: list[HistoryTurn], sent: bytes | None
+) -> int | None:
+    """The revision of the first turn a request beside a cache shows when it is a retry of
+    the request that committed the latest turn (the same bytes): after a new cache a request
+    may show no turn at all, and its retry would otherwise answer the next revision."""
+    latest = known.turns[-1]
+    if sent is None or latest.operation_id is None:
+        return None
+    record = await store.get(latest.operation_id)
+    if record is None or record.manifest.request_digest != digest_bytes(sent):
+        return None
+    base = latest.revision - len(turns)
+    return base if base >= 0 and first_mismatch(known, turns, base) is None else None
 
 
 def refuse_provider_conversation(seq: MessageSequence, conversation_id: str) -> None:

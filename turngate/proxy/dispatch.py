@@ -212,7 +212,7 @@ async def prepare(
         if conversation is not None:
             # Last before the claim: only a request that passed everything adopts a history.
             checked = await checked_conversation(
-                services.store, conversation, seq, now=services.clock()
+                services.store, conversation, seq, now=services.clock(), sent=outbound.body
             )
             revision, continues = checked.revision, checked.continues
             generation = checked.conversation.cancel_generation
