@@ -6,7 +6,8 @@
     POST /v1/responses/{handle}/cancel          attempt is settled here:
         completed                      the turn is checked as any answer's and committed
                                        (kept for replay); calls that cannot be committed:
-                                       FAIL, and the client gets the refusal instead
+                                       FAIL, and the client gets the refusal instead, at
+                                       this retrieval and every later one
         failed / cancelled / incomplete FAIL (SETTLE when UNKNOWN): the revision is free
         queued / in_progress           relayed, nothing recorded
 
@@ -27,6 +28,7 @@ from aiohttp import web
 
 from turngate.adapters import get_adapter
 from turngate.adapters.base import RouteInfo
+from turngate.adapters.openai_responses.response import RUNNING
 from turngate.errors import (
     IllegalTransition,
     StateConflict,
@@ -49,8 +51,6 @@ from turngate.state.store import OperationRecord
 log = logging.getLogger("turngate.proxy")
 
 _RETRIEVAL = re.compile(r"/v1/responses/([A-Za-z0-9_-]+)(/cancel)?")
-# Statuses of a response still running; every other one is an outcome.
-RUNNING = frozenset({"queued", "in_progress"})
 # The detail of an attempt FAILED because its retrieved turn was refused.
 REFUSED = "the retrieved turn is refused: {rule}"
 # How many of the conversation's latest operations a refused retrieval is looked for in.

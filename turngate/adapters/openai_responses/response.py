@@ -11,7 +11,7 @@ from turngate.graph.model import AnyBlock
 from turngate.graph.turn import AssistantTurn, Usage
 
 # Statuses of a response that is still running (background mode): no stop reason yet.
-_RUNNING = frozenset({"queued", "in_progress"})
+RUNNING = frozenset({"queued", "in_progress"})
 
 
 def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
@@ -35,7 +35,7 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
 def stop_reason(body: Mapping[str, Any]) -> str | None:
     """``status``; for an incomplete response, why (``max_output_tokens``, ``content_filter``)."""
     status = body.get("status")
-    if not isinstance(status, str) or status in _RUNNING:
+    if not isinstance(status, str) or status in RUNNING:
         return None
     details = body.get("incomplete_details")
     if status == "incomplete" and isinstance(details, dict):
