@@ -148,6 +148,19 @@ async def test_after_a_restart_the_retrieval_still_commits_the_turn(stack: Stack
     assert record["history"][-1]["transition"] == "recover"
 
 
+async def test_an_answer_that_says_no_status_is_committed_as_it_comes(stack: Stack):
+    # An OpenAI-compatible server may leave out ``status``: its answer is the turn.
+    answer = {k: v for k, v in recorded(ANSWER).items() if k != "status"}
+    stack.upstream.replies(Reply.json(answer))
+    async with client(stack) as sdk:
+        ask = {k: v for k, v in recorded(REQUEST).items() if k != "stream"}
+        await sdk.responses.create(**ask)
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    assert status == 200
+    assert [o["state"] for o in kept["operations"]] == ["COMMITTED"]
+    assert [t["revision"] for t in kept["turns"]] == [0]
+
+
 async def test_a_cancelled_response_frees_the_revision(stack: Stack):
     stack.upstream.replies(response("queued"), response("cancelled"), response("queued"))
     async with client(stack) as sdk:

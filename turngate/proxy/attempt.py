@@ -39,6 +39,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from turngate.adapters.base import Adapter
+from turngate.adapters.openai_responses.response import RUNNING
 from turngate.errors import (
     IllegalTransition,
     StateConflict,
@@ -429,7 +430,7 @@ class Attempt:
             await self.move(Transition.FAIL, detail=exc.rule)
             log.warning("upstream answer refused for %s: %s", self.manifest.operation_id, exc.rule)
             return self.error(exc)
-        if self.still_running(turn):
+        if self.still_running(turn, data):
             return await self.hold_running(upstream, data, turn)
         content_type = upstream.headers.get("Content-Type", "application/json")
         # A shadowed commit is a plain transition: its SEND goes first, on its own.
@@ -442,15 +443,17 @@ class Attempt:
         self.observer.committed(turn)
         return self.response(upstream, data)
 
-    def still_running(self, turn: AssistantTurn) -> bool:
+    def still_running(self, turn: AssistantTurn, data: bytes) -> bool:
         """An OpenAI Responses background response, answered while it is queued or running,
-        under a conversation id: its turn is still to come (background.py)."""
+        under a conversation id: its turn is still to come (background.py). A body that
+        says no status at all (a compatible server's) is an answer, as before."""
         return (
             self.enforced
             and self.manifest.conversation_id is not None
             and self.adapter.api == "openai_responses"
             and turn.stop_reason is None
             and turn.handle is not None
+            and orjson.loads(data).get("status") in RUNNING
         )
 
     async def hold_running(
