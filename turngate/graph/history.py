@@ -14,6 +14,10 @@ change when it sends the turn back:
 - reasoning: opaque, provider-bound and often not sent back at all (OpenAI Chat never
   returns it; a Responses client without ``encrypted_content`` drops it). The provider
   checks its own signatures; an edited reasoning block is its refusal to make;
+- compactions (``CompressionBlock.compaction``): as opaque and provider-bound, and one
+  stands for the turns before it rather than saying anything itself. A run of assistant
+  messages that holds nothing but compactions (what ``responses.compact`` returns) is no
+  turn at all;
 - native extras (``attrs``), roles, block ids and order.
 
 Text, refusals, tool calls, media and provider-run tool blocks are compared exactly, so a
@@ -61,7 +65,8 @@ class HistoryTurn:
 
 
 def history_turns(seq: MessageSequence) -> list[HistoryTurn]:
-    """The assistant turns of ``seq`` in order; as many as ``seq.conversation_revision``."""
+    """The assistant turns of ``seq`` in order: as many as ``seq.conversation_revision``, less
+    the runs that hold nothing but compactions (``only_compactions``)."""
     if seq.outline is not None:
         return _outline_turns(seq.outline)
     turns: list[HistoryTurn] = []
@@ -73,10 +78,25 @@ def history_turns(seq: MessageSequence) -> list[HistoryTurn]:
                 first = message
             run.extend(message.blocks)
             continue
-        if first is not None:
+        if first is not None and not only_compactions(run):
             turns.append(HistoryTurn(len(turns), first.index, first.location, turn_digest(run)))
-            run, first = [], None
+        run, first = [], None
     return turns
+
+
+def only_compactions(blocks: Sequence[AnyBlock]) -> bool:
+    """Blocks that are all compactions (and some): a run that stands for earlier turns."""
+    return bool(blocks) and all(isinstance(b, CompressionBlock) and b.compaction for b in blocks)
+
+
+def compacted(seq: MessageSequence) -> bool:
+    """A history holding a compaction: what came before it may have been left out."""
+    return any(
+        isinstance(b, CompressionBlock) and b.compaction
+        for message in seq.messages
+        if message.role == "assistant"
+        for b in message.blocks
+    )
 
 
 def continued_run(seq: MessageSequence) -> tuple[AnyBlock, ...] | None:
@@ -148,6 +168,8 @@ def _add_text(items: list[Any], text: list[str]) -> None:
 def _content(block: AnyBlock) -> list[Any] | None:
     match block:
         case ReasoningBlock():
+            return None
+        case CompressionBlock() if block.compaction:
             return None
         case ToolCallBlock():
             return ["tool_call", block.tool_type, block.name, _arguments(block)]

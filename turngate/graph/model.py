@@ -207,6 +207,11 @@ class SnippetBlock(_Block):
     title: str | None = None
 
 
+# An adapter's note (in ``attrs``) on a CompressionBlock that stands for an item of its API
+# (a reference to a stored item, an instruction to the provider), not a compaction.
+ITEM_NOTE = "$item"
+
+
 @dataclass(frozen=True, kw_only=True)
 class CompressionBlock(_Block):
     """A compression or compaction artifact: scoped, opaque."""
@@ -215,6 +220,12 @@ class CompressionBlock(_Block):
     provider: ApiName
     payload: str
     scope: Role
+
+    @property
+    def compaction(self) -> bool:
+        """The provider's compaction of what came before it (OpenAI's ``compaction`` item,
+        Anthropic's ``compaction`` block), not a stand-in for an item (``ITEM_NOTE``)."""
+        return ITEM_NOTE not in self.attrs
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,8 +12,9 @@ counted as the turn it is, and the answer's turn continues it (state/conversatio
 "Continued turns"): the next history holds the two as one run, which matches the
 continuation.
 
-A Gemini request naming a ``cachedContent`` shows the conversation's last turns only (the
-cache holds the start, and is made again further on as the conversation grows): they must be
+A Gemini request naming a ``cachedContent``, or a compacted history, shows the
+conversation's last turns only (the cache holds the start, and is made again further on as
+the conversation grows; a compaction stands for what came before it): they must be
 consecutive committed turns, the latest ones or those before the latest (a retry), and the
 request answers the revision after them (``cached_revision``).
 
@@ -46,7 +47,7 @@ from aiohttp import web
 
 from turngate.errors import LocalError
 from turngate.graph.codec import digest_bytes
-from turngate.graph.history import HistoryTurn, continued_run, history_turns
+from turngate.graph.history import HistoryTurn, compacted, continued_run, history_turns
 from turngate.graph.model import AnyBlock, MessageSequence
 from turngate.proxy.errors import plain_error
 from turngate.proxy.replay import ReplayUnavailable
@@ -99,7 +100,7 @@ async def checked_conversation(
     ends_open = continued_run(seq) is not None
     answered = turns[:-1] if ends_open else turns
     previous = chained_from(seq)
-    cached = holds_start(seq)
+    cached = shows_latest_only(seq)
     base = 0
     known = await store.conversation(conversation_id) if previous or cached else None
     if known is not None and known.turns:
@@ -142,16 +143,18 @@ def answer_prefix(seq: MessageSequence) -> tuple[AnyBlock, ...]:
     return continued_run(seq) or ()
 
 
-def holds_start(seq: MessageSequence) -> bool:
-    """Gemini's ``cachedContent``: the provider holds the conversation's start, model turns
-    included (ADK caches the conversation so far, and again further on every few calls)."""
-    return seq.api == "gemini" and seq.history == "partial"
+def shows_latest_only(seq: MessageSequence) -> bool:
+    """The request may leave out the conversation's start: Gemini's ``cachedContent`` holds
+    it, model turns included (ADK caches the conversation so far, and again further on
+    every few calls), or a compaction stands for it (OpenAI's guide lets a client drop
+    every item before the latest compaction; ``responses.compact`` returns none of them)."""
+    return (seq.api == "gemini" and seq.history == "partial") or compacted(seq)
 
 
 def cached_revision(known: Conversation, turns: list[HistoryTurn]) -> int:
-    """The revision of the first turn a request beside a cache shows: its turns are the
-    conversation's latest committed ones, or those before the latest (a retry); the latest
-    ``ANCHOR_SEARCH`` places are looked at, nearest first."""
+    """The revision of the first turn a request beside a cache (or a compaction) shows: its
+    turns are the conversation's latest committed ones, or those before the latest (a
+    retry); the latest ``ANCHOR_SEARCH`` places are looked at, nearest first."""
     latest = max(known.revision - len(turns), 0)
     for base in range(latest, max(latest - ANCHOR_SEARCH, -1), -1):
         if first_mismatch(known, turns, base) is None:
@@ -159,17 +162,19 @@ def cached_revision(known: Conversation, turns: list[HistoryTurn]) -> int:
     mismatch = first_mismatch(known, turns, latest)
     assert mismatch is not None
     raise HistoryMismatch(
-        f"{mismatch}. The request names a cachedContent: the turns it shows must be the "
-        f"latest committed ones (the latest {ANCHOR_SEARCH} places looked at)"
+        f"{mismatch}. The request names a cachedContent or holds a compaction: the turns it "
+        f"shows must be the latest committed ones (the latest {ANCHOR_SEARCH} places looked "
+        "at)"
     )
 
 
 async def retried_revision(
     store: StateStore, known: Conversation, turns: list[HistoryTurn], sent: bytes | None
 ) -> int | None:
-    """The revision of the first turn a request beside a cache shows when it is a retry of
-    the request that committed the latest turn (the same bytes): after a new cache a request
-    may show no turn at all, and its retry would otherwise answer the next revision."""
+    """The revision of the first turn a request beside a cache (or a compaction) shows when
+    it is a retry of the request that committed the latest turn (the same bytes): after a
+    new cache a request may show no turn at all, and its retry would otherwise answer the
+    next revision."""
     latest = known.turns[-1]
     if sent is None or latest.operation_id is None:
         return None

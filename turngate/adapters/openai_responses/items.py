@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 from turngate.adapters.base import default_trust, remainder
 from turngate.adapters.openai_chat.request import OrderCounter, split_data_url
 from turngate.graph.model import (
+    ITEM_NOTE,
     AnyBlock,
     ApiName,
     AudioBlock,
@@ -85,8 +86,6 @@ CALL_ITEMS: dict[str, Literal["function", "custom"]] = {
 # the reasoning or text settings from here on. Both are the client's (user-side: compression
 # blocks never sit in system messages, the scope_crossing rule).
 CONTROL_ITEMS: frozenset[str] = frozenset({"compaction_trigger", "configuration_update"})
-# Adapter note on CompressionBlocks that are not ``compaction`` items.
-ITEM_NOTE = "$item"
 # Adapter note on a FileBlock whose ``file_data`` was bare base64, not a data URL.
 BARE_NOTE = "$bare"
 

@@ -18,11 +18,11 @@ from turngate.adapters.openai_responses.items import (
     API,
     BARE_NOTE,
     CONTROL_ITEMS,
-    ITEM_NOTE,
     ItemParser,
 )
 from turngate.errors import BadRequestBody, UnsupportedInTarget
 from turngate.graph.model import (
+    ITEM_NOTE,
     AnyBlock,
     AudioBlock,
     CompressionBlock,
