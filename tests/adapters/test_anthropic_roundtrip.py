@@ -30,6 +30,7 @@ from turngate.adapters.anthropic.foreign import fit_foreign
 from turngate.graph.equivalence import semantic_view
 from turngate.graph.model import (
     AnyBlock,
+    CompressionBlock,
     ContentBlock,
     ImageBlock,
     Message,
@@ -146,6 +147,27 @@ def test_every_modelled_kind_renders_back_to_the_same_body() -> None:
     assert kinds >= {"text", "image", "file", "snippet", "server_tool", "reasoning"}
     assert kinds >= {"tool_call", "tool_result", "compression"}
     assert "unknown" not in kinds
+
+
+@pytest.mark.parametrize(
+    "compaction",
+    [
+        {"type": "compaction", "content": "summary, signed", "signature": "EqQBCkgIAxAB"},
+        {"type": "compaction", "content": None, "encrypted_content": None},
+        {"type": "compaction", "content": None},
+    ],
+    ids=["summary-only", "failed-with-nulls", "failed"],
+)
+def test_a_compaction_without_encrypted_content_is_one_and_renders_back(
+    compaction: dict[str, Any],
+) -> None:
+    request = body(user("go"), assistant(compaction, text("Continuing.")), user("on"))
+    seq = parse(request)
+    assert validate(seq, CAPABILITIES).ready
+    block = seq.messages[1].blocks[0]
+    assert isinstance(block, CompressionBlock)
+    assert block.compaction
+    assert ADAPTER.render_request(seq) == request
 
 
 def test_modelled_meaning_of_the_special_kinds() -> None:

@@ -53,6 +53,9 @@ _SERVER_CALL_FIELDS = frozenset({"type", "id", "name"})
 _SERVER_RESULT_FIELDS = frozenset({"type", "tool_use_id"})
 _SEARCH_RESULT_FIELDS = frozenset({"type", "source", "title", "content"})
 _COMPACTION_FIELDS = frozenset({"type", "encrypted_content"})
+_TYPE_FIELD = frozenset({"type"})
+# Adapter note on a compaction block without ``encrypted_content``: its fields are its attrs.
+PLAIN_NOTE = "$plain"
 _SOURCE_DATA = {"base64": "data", "url": "url", "file": "file_id", "text": "data"}
 
 
@@ -104,19 +107,24 @@ class BlockParser:
             return [self._server_call(block_id, role, part, kind)]
         if isinstance(kind, str) and is_server_result_type(kind):
             return [self._server_result(block_id, role, part, kind)]
-        if kind == "compaction" and isinstance(part.get("encrypted_content"), str):
-            return [
-                CompressionBlock(
-                    provider=API,
-                    payload=part["encrypted_content"],
-                    scope=role,
-                    attrs=remainder(part, _COMPACTION_FIELDS),
-                    **self.common(block_id, role),
-                )
-            ]
+        if kind == "compaction":
+            return [self._compaction(block_id, role, part)]
         if kind == "search_result":
             return list(self._search_result(block_id, role, part))
         return [self.content_part(block_id, role, part)]
+
+    def _compaction(self, block_id: str, role: Role, part: dict[str, Any]) -> CompressionBlock:
+        """A compaction: its ``encrypted_content`` is the payload; one without (a summary in
+        ``content`` only, or null for a failed compaction the server treats as a no-op) has
+        none, and keeps every field as it came (``PLAIN_NOTE``)."""
+        encrypted = part.get("encrypted_content")
+        if isinstance(encrypted, str):
+            payload, attrs = encrypted, remainder(part, _COMPACTION_FIELDS)
+        else:
+            payload, attrs = "", {**remainder(part, _TYPE_FIELD), PLAIN_NOTE: True}
+        return CompressionBlock(
+            provider=API, payload=payload, scope=role, attrs=attrs, **self.common(block_id, role)
+        )
 
     def content_part(self, block_id: str, role: Role, part: dict[str, Any]) -> AnyBlock:
         """Text, image, document: the kinds that may also sit inside a tool result."""
@@ -407,6 +415,8 @@ def render_block(block: AnyBlock) -> Any:
     if isinstance(block, ServerToolBlock):
         return _render_server_block(block)
     if isinstance(block, CompressionBlock):
+        if block.attrs.get(PLAIN_NOTE):
+            return merged({"type": "compaction"}, attrs)
         return merged({"type": "compaction", "encrypted_content": block.payload}, attrs)
     if isinstance(block, UnknownBlock):
         return block.attrs["$value"] if "$value" in block.attrs else dict(block.attrs)

@@ -1,0 +1,143 @@
+"""Anthropic server-side compaction (``context_management``, beta) under
+Turngate-Conversation-Id.
+
+When the context grows past its trigger, Claude's answer starts with a ``compaction`` block:
+a summary (``content``, null when the compaction failed) that stands for everything before
+it, and the application sends the block back unchanged. Streamed, the block comes whole in
+one ``compaction_delta``. Such a block must not be refused as an unknown kind, and the next
+history, which holds it, must match the committed turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import orjson
+import pytest
+
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import claude_answer, get
+from tests.proxy.stack import ANTHROPIC_KEY, Stack
+
+CONVERSATION = "anthropic-compacted-1"
+MODEL = "claude-opus-4-6"
+QUESTION = {"role": "user", "content": "Refactor the billing module, step by step."}
+SUMMARY = "Summary: the billing module was split into invoices.py and payments.py."
+BETAS = ["compact-2026-01-12"]
+CONTEXT = {"edits": [{"type": "compact_20260112"}]}
+
+
+def message(content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": "msg_compacted",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": content,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 180000, "output_tokens": 900},
+    }
+
+
+def compacted(summary: str | None, streamed: bool) -> Reply:
+    blocks = [{"type": "compaction", "content": summary}, {"type": "text", "text": "Next: tests."}]
+    if not streamed:
+        return Reply.json(message(blocks))
+    start = {**message([]), "stop_reason": None}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "compaction"}},
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "compaction_delta", "content": summary},
+            },
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "text_delta", "text": "Next: tests."},
+            },
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 900},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    body = b"".join(
+        b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+        for name, data in events
+    )
+    return Reply(body=body, content_type="text/event-stream")
+
+
+def client(stack: Stack) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(
+        api_key=ANTHROPIC_KEY,
+        base_url=stack.base("/anthropic"),
+        max_retries=0,
+        default_headers={"Turngate-Conversation-Id": CONVERSATION},
+    )
+
+
+async def ask(sdk: anthropic.AsyncAnthropic, messages: list[Any], streamed: bool) -> Any:
+    ask = {
+        "model": MODEL,
+        "max_tokens": 4096,
+        "messages": messages,
+        "betas": BETAS,
+        "context_management": CONTEXT,
+    }
+    if not streamed:
+        return await sdk.beta.messages.create(**ask)
+    async with sdk.beta.messages.stream(**ask) as stream:
+        return await stream.get_final_message()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("summary", [SUMMARY, None], ids=["summary", "failed-compaction"])
+async def test_a_compacted_answer_is_the_turn_the_next_history_holds(
+    stack: Stack, streamed: bool, summary: str | None
+):
+    stack.upstream.replies(
+        compacted(summary, streamed), claude_answer("Tests pass.", message_id="msg_2")
+    )
+    async with client(stack) as sdk:
+        answer = await ask(sdk, [QUESTION], streamed)
+        assert [block.type for block in answer.content] == ["compaction", "text"]
+        sent_back = [block.model_dump(exclude_none=True) for block in answer.content]
+        follow_up = [
+            QUESTION,
+            {"role": "assistant", "content": sent_back},
+            {"role": "user", "content": "Now run the tests."},
+        ]
+        assert (await ask(sdk, follow_up, False)).content[0].text == "Tests pass."
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    assert (status, [t["revision"] for t in kept["turns"]]) == (200, [0, 1])
+    assert len(stack.upstream.received) == 2
+    # The block went up as the SDK sent it back.
+    assert stack.upstream.received[1].json()["messages"][1]["content"][0] == sent_back[0]
