@@ -43,41 +43,41 @@ def message(content: list[dict[str, Any]]) -> dict[str, Any]:
 
 def compacted(summary: str | None, streamed: bool) -> Reply:
     blocks = [{"type": "compaction", "content": summary}, {"type": "text", "text": "Next: tests."}]
-    if not streamed:
-        return Reply.json(message(blocks))
+    return streamed_reply(blocks) if streamed else Reply.json(message(blocks))
+
+
+def streamed_reply(blocks: list[dict[str, Any]]) -> Reply:
+    """``blocks`` streamed as Anthropic does: text in a delta, a compaction whole in one
+    ``compaction_delta``, any other block whole in its ``content_block_start``."""
     start = {**message([]), "stop_reason": None}
     events: list[tuple[str, dict[str, Any]]] = [
-        ("message_start", {"type": "message_start", "message": start}),
-        (
-            "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "compaction"}},
-        ),
-        (
-            "content_block_delta",
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "compaction_delta", "content": summary},
-            },
-        ),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        (
-            "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": 1,
-                "content_block": {"type": "text", "text": ""},
-            },
-        ),
-        (
-            "content_block_delta",
-            {
-                "type": "content_block_delta",
-                "index": 1,
-                "delta": {"type": "text_delta", "text": "Next: tests."},
-            },
-        ),
-        ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for index, block in enumerate(blocks):
+        opened, delta = block, None
+        if block["type"] == "text":
+            opened, delta = (
+                {"type": "text", "text": ""},
+                {"type": "text_delta", "text": block["text"]},
+            )
+        elif block["type"] == "compaction":
+            opened = {"type": "compaction"}
+            delta = {"type": "compaction_delta", "content": block["content"]}
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opened},
+            )
+        )
+        if delta is not None:
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events += [
         (
             "message_delta",
             {

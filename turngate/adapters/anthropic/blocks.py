@@ -42,6 +42,10 @@ from turngate.graph.model import (
 API: ApiName = "anthropic"
 SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
 CONTAINER_UPLOAD = "container_upload"
+# Blocks the provider puts in a turn that are neither a call nor a result, sent back as they
+# came: a file handed to the code-execution container, the tools an MCP server listed, the
+# point where a fallback model took over from one that declined.
+PROVIDER_MARKS = frozenset({CONTAINER_UPLOAD, "mcp_tool_listing", "fallback"})
 
 _TEXT_FIELDS = frozenset({"type", "text"})
 _MEDIA_FIELDS = frozenset({"type", "source"})
@@ -103,7 +107,7 @@ class BlockParser:
             return [self._tool_use(block_id, role, part)]
         if kind in ("thinking", "redacted_thinking"):
             return [self._thinking(block_id, role, part)]
-        if (isinstance(kind, str) and kind in SERVER_CALL_TYPES) or kind == CONTAINER_UPLOAD:
+        if isinstance(kind, str) and (kind in SERVER_CALL_TYPES or kind in PROVIDER_MARKS):
             return [self._server_call(block_id, role, part, kind)]
         if isinstance(kind, str) and is_server_result_type(kind):
             return [self._server_result(block_id, role, part, kind)]
@@ -321,14 +325,12 @@ class BlockParser:
         )
 
     def _server_call(self, block_id: str, role: Role, part: dict[str, Any], kind: str) -> AnyBlock:
-        """``server_tool_use``/``mcp_tool_use``, and ``container_upload`` (a file handed to the
-        code-execution container: input for a provider-run tool, with no call id)."""
+        """``server_tool_use``/``mcp_tool_use``, and the provider's marks (``PROVIDER_MARKS``:
+        no call id, every field kept)."""
         common = self.common(block_id, role)
-        if kind == CONTAINER_UPLOAD:
+        if kind in PROVIDER_MARKS:
             attrs = remainder(part, frozenset({"type"}))
-            return ServerToolBlock(
-                provider=API, name=CONTAINER_UPLOAD, phase="call", attrs=attrs, **common
-            )
+            return ServerToolBlock(provider=API, name=kind, phase="call", attrs=attrs, **common)
         call_id, name = part.get("id"), part.get("name")
         if not isinstance(call_id, str) or not isinstance(name, str):
             return UnknownBlock(native_type=kind, attrs=dict(part), **common)
@@ -444,8 +446,8 @@ def _render_result(block: ToolResultBlock) -> dict[str, Any]:
 
 def _render_server_block(block: ServerToolBlock) -> dict[str, Any]:
     attrs = native_fields(block.attrs)
-    if block.name == CONTAINER_UPLOAD and block.call_id is None:
-        return merged({"type": CONTAINER_UPLOAD}, attrs)
+    if block.name in PROVIDER_MARKS and block.call_id is None:
+        return merged({"type": block.name}, attrs)
     if block.phase == "call":
         kind = block.attrs.get("$type", "server_tool_use")
         return merged({"type": kind, "id": block.call_id, "name": block.name}, attrs)

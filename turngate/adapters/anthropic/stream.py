@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from turngate.adapters.anthropic.blocks import (
-    CONTAINER_UPLOAD,
+    PROVIDER_MARKS,
     SERVER_CALL_TYPES,
     BlockParser,
     is_server_result_type,
@@ -223,7 +223,7 @@ class AnthropicStreamDecoder:
             start = BlockStart(index, "reasoning", payload=payload_data, redacted=True, **common)
         elif kind == "tool_use":
             start = BlockStart(index, "tool_call", call_id=call_id, name=name, **common)
-        elif kind in SERVER_CALL_TYPES or kind == CONTAINER_UPLOAD:
+        elif kind in SERVER_CALL_TYPES or kind in PROVIDER_MARKS:
             start = BlockStart(index, "server_tool", call_id=call_id, name=name, **common)
         elif isinstance(kind, str) and is_server_result_type(kind):
             result_of = block.get("tool_use_id")
