@@ -170,6 +170,24 @@ def test_a_compaction_without_encrypted_content_is_one_and_renders_back(
     assert ADAPTER.render_request(seq) == request
 
 
+def test_tool_changes_are_kept_as_they_came() -> None:
+    changes = [
+        {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "lookup"}},
+        {
+            "type": "tool_addition",
+            "tool": {
+                "type": "tool_definition",
+                "definition": {"name": "refund", "input_schema": {}},
+            },
+            "cache_control": {"type": "ephemeral"},
+        },
+    ]
+    request = body({"role": "user", "content": [text("go"), *changes]})
+    seq = parse(request)
+    assert validate(seq, CAPABILITIES).ready
+    assert ADAPTER.render_request(seq) == request
+
+
 def test_modelled_meaning_of_the_special_kinds() -> None:
     seq = parse(EVERY_KIND)
     blocks = {b.id: (m, b) for m, b in seq.blocks()}

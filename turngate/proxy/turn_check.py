@@ -11,31 +11,37 @@ object passes, with the warning ``SchemaCache`` logs once per schema).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from turngate.adapters import get_adapter
-from turngate.adapters.openai_responses.tools import callable_tools
+from turngate.adapters.anthropic import tools as anthropic_tools
+from turngate.adapters.openai_responses import tools as responses_tools
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.capabilities import Capabilities
-from turngate.graph.model import MessageSequence
+from turngate.graph.model import MessageSequence, ToolDef
 from turngate.graph.schema_check import CallChecker, OpenToolset, ToolSchemas
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.tool_calls import INVALID_TOOL_CALL, SchemaCache, json_schema
+
+# The APIs whose messages may offer tools beyond the declared ones.
+_OFFERED: dict[str, Callable[[MessageSequence], dict[str, ToolDef]]] = {
+    "openai_responses": responses_tools.callable_tools,
+    "anthropic": anthropic_tools.callable_tools,
+}
 
 
 def call_schemas(seq: MessageSequence, cache: SchemaCache) -> dict[str, Any]:
     """Tool key (``tool_key``) -> the JSON Schema its calls are checked against (None: not
     checkable). On OpenAI Responses also a namespace's members and the tools the history
-    loaded (``openai_responses.tools``). An ``OpenToolset`` when the request names a
+    loaded (``openai_responses.tools``); on Anthropic the tools its messages define inline
+    (``anthropic.tools``). An ``OpenToolset`` when the request names a
     provider-held object that may declare more tools (``Capabilities.tools_held_by``) or
     declares a tool whose calls the provider names itself (``predefined_calls_by``). A
     provider-defined tool the application runs (``Capabilities.runs_on_client``) has no
     schema here: its calls are checked as one JSON object."""
-    tools = (
-        callable_tools(seq)
-        if seq.api == "openai_responses"
-        else {tool.name: tool for tool in seq.tools}
-    )
+    offered = _OFFERED.get(seq.api)
+    tools = offered(seq) if offered is not None else {tool.name: tool for tool in seq.tools}
     capabilities = get_adapter(seq.api).capabilities
     held = capabilities.tools_held_by
     open_ended = any(seq.envelope.get(f) for f in held) or any(

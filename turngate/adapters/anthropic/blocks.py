@@ -19,6 +19,7 @@ import orjson
 from turngate.adapters.base import default_trust, merged, remainder
 from turngate.errors import BadRequestBody
 from turngate.graph.model import (
+    ITEM_NOTE,
     AnyBlock,
     ApiName,
     CompressionBlock,
@@ -46,6 +47,10 @@ CONTAINER_UPLOAD = "container_upload"
 # came: a file handed to the code-execution container, the tools an MCP server listed, the
 # point where a fallback model took over from one that declined.
 PROVIDER_MARKS = frozenset({CONTAINER_UPLOAD, "mcp_tool_listing", "fallback"})
+# A client's directive about the tools offered from that point on (the inline-tools beta):
+# no part of the conversation itself, kept as it came, noted with its type (``ITEM_NOTE``),
+# as the Responses adapter keeps ``configuration_update``.
+TOOL_CHANGES = frozenset({"tool_addition", "tool_removal"})
 
 _TEXT_FIELDS = frozenset({"type", "text"})
 _MEDIA_FIELDS = frozenset({"type", "source"})
@@ -113,6 +118,13 @@ class BlockParser:
             return [self._server_result(block_id, role, part, kind)]
         if kind == "compaction":
             return [self._compaction(block_id, role, part)]
+        if isinstance(kind, str) and kind in TOOL_CHANGES:
+            attrs = {**part, ITEM_NOTE: kind}
+            return [
+                CompressionBlock(
+                    provider=API, payload="", scope=role, attrs=attrs, **self.common(block_id, role)
+                )
+            ]
         if kind == "search_result":
             return list(self._search_result(block_id, role, part))
         return [self.content_part(block_id, role, part)]
@@ -417,6 +429,8 @@ def render_block(block: AnyBlock) -> Any:
     if isinstance(block, ServerToolBlock):
         return _render_server_block(block)
     if isinstance(block, CompressionBlock):
+        if ITEM_NOTE in block.attrs:
+            return attrs
         if block.attrs.get(PLAIN_NOTE):
             return merged({"type": "compaction"}, attrs)
         return merged({"type": "compaction", "encrypted_content": block.payload}, attrs)

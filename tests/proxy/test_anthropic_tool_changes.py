@@ -1,0 +1,77 @@
+"""Anthropic's mid-conversation tool changes (the inline-tools beta): ``tool_addition``
+offers a tool from that point on, by reference to a declared one or by its definition
+inline; ``tool_removal`` withdraws one. They are the client's directives, sent as they came;
+a call to a tool defined inline is checked against that definition, as a declared one is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import pytest
+
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.stack import ANTHROPIC_KEY, Stack
+from tests.proxy.test_anthropic_compaction import message, streamed_reply
+
+REFUND = {
+    "name": "refund",
+    "input_schema": {
+        "type": "object",
+        "properties": {"order": {"type": "string"}},
+        "required": ["order"],
+    },
+}
+LOOKUP = {"name": "lookup_order", "input_schema": {"type": "object"}}
+CHANGES = [
+    {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "lookup_order"}},
+    {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": REFUND}},
+]
+
+
+def call(arguments: dict[str, Any], streamed: bool) -> Reply:
+    blocks = [{"type": "tool_use", "id": "toolu_01R", "name": "refund", "input": arguments}]
+    if streamed:
+        return streamed_reply(blocks)
+    return Reply.json({**message(blocks), "stop_reason": "tool_use"})
+
+
+async def ask(stack: Stack, streamed: bool) -> Any:
+    async with anthropic.AsyncAnthropic(
+        api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), max_retries=0
+    ) as sdk:
+        request: dict[str, Any] = {
+            "model": "claude-opus-4-6",
+            "max_tokens": 1024,
+            "betas": ["inline-tools-2026-09-15"],
+            "tools": [LOOKUP],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Refund A-77."}, *CHANGES]}
+            ],
+        }
+        if not streamed:
+            return await sdk.beta.messages.create(**request)
+        async with sdk.beta.messages.stream(**request) as stream:
+            return await stream.get_final_message()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_call_to_a_tool_defined_inline_reaches_the_application(
+    stack: Stack, streamed: bool
+):
+    stack.upstream.reply(call({"order": "A-77"}, streamed))
+    answer = await ask(stack, streamed)
+    assert [(b.type, b.name, b.input) for b in answer.content] == [
+        ("tool_use", "refund", {"order": "A-77"})
+    ]
+    sent = stack.upstream.received[0].json()
+    assert sent["messages"][0]["content"][1:] == CHANGES
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_call_that_breaks_the_inline_definition_is_refused(stack: Stack, streamed: bool):
+    stack.upstream.reply(call({"order": 77}, streamed))
+    with pytest.raises((anthropic.APIStatusError, anthropic.APIError)) as raised:
+        await ask(stack, streamed)
+    assert "breaks its schema" in str(raised.value)
