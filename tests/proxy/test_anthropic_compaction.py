@@ -141,3 +141,33 @@ async def test_a_compacted_answer_is_the_turn_the_next_history_holds(
     assert len(stack.upstream.received) == 2
     # The block went up as the SDK sent it back.
     assert stack.upstream.received[1].json()["messages"][1]["content"][0] == sent_back[0]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_turn_paused_after_its_compaction_goes_on(stack: Stack, streamed: bool):
+    # pause_after_compaction: the answer stops (stop_reason "compaction") after the block;
+    # the application sends it back last and Claude goes on with the same turn.
+    paused = [{"type": "compaction", "content": SUMMARY}]
+    first = streamed_reply(paused) if streamed else Reply.json(message(paused))
+    if not streamed:
+        first = Reply.json({**message(paused), "stop_reason": "compaction"})
+    stack.upstream.replies(
+        first,
+        claude_answer("Next: tests.", message_id="msg_2"),
+        claude_answer("Tests pass.", message_id="msg_3"),
+    )
+    async with client(stack) as sdk:
+        answer = await ask(sdk, [QUESTION], streamed)
+        history = [QUESTION, {"role": "assistant", "content": dump(answer)}]
+        went_on = await ask(sdk, history, False)
+        history.append({"role": "assistant", "content": dump(went_on)})
+        history.append({"role": "user", "content": "Now run the tests."})
+        assert (await ask(sdk, history, False)).content[0].text == "Tests pass."
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    # Three revisions: the compaction, what followed it, the answer after the tests.
+    assert (status, [t["revision"] for t in kept["turns"]]) == (200, [0, 1, 2])
+    assert len(stack.upstream.received) == 3
+
+
+def dump(answer: Any) -> list[dict[str, Any]]:
+    return [block.model_dump(exclude_none=True) for block in answer.content]

@@ -47,7 +47,14 @@ from aiohttp import web
 
 from turngate.errors import LocalError
 from turngate.graph.codec import digest_bytes
-from turngate.graph.history import HistoryTurn, compacted, continued_run, history_turns
+from turngate.graph.history import (
+    HistoryTurn,
+    compacted,
+    continued_run,
+    history_turns,
+    only_compactions,
+    turn_digest,
+)
 from turngate.graph.model import AnyBlock, MessageSequence
 from turngate.proxy.errors import plain_error
 from turngate.proxy.replay import ReplayUnavailable
@@ -96,9 +103,10 @@ async def checked_conversation(
     they tell apart)."""
     refuse_provider_conversation(seq, conversation_id)
     turns = history_turns(seq)
-    # A run Claude continues is not a turn to adopt, nor one to check as the others.
-    ends_open = continued_run(seq) is not None
-    answered = turns[:-1] if ends_open else turns
+    # A run Claude continues is not a turn to adopt, nor one to check as the others (one of
+    # nothing but a compaction, paused after it, is not among ``turns`` at all).
+    run = continued_run(seq)
+    answered = turns[:-1] if run is not None and not only_compactions(run) else turns
     previous = chained_from(seq)
     cached = shows_latest_only(seq)
     base = 0
@@ -120,8 +128,8 @@ async def checked_conversation(
     shown = conversation.shown_revisions(base)
     revision = shown[len(answered) - 1] + 1 if answered else base
     continues = False
-    if ends_open:
-        paused = sent_back_turn(conversation, revision, turns[-1].digest)
+    if run is not None:
+        paused = sent_back_turn(conversation, revision, turn_digest(run))
         if paused is not None:
             revision, continues = paused + 1, True
     await refuse_unreplayable(store, conversation, revision)
