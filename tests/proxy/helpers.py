@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import anthropic
 import openai
 import orjson
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.stack import OPENAI_KEY, Stack
+from tests.proxy.stack import ANTHROPIC_KEY, OPENAI_KEY, Stack
 
 JSON = {"Content-Type": "application/json"}
 
@@ -42,6 +43,16 @@ def openai_sdk(stack: Stack, **headers: str) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(
         api_key=OPENAI_KEY,
         base_url=stack.base("/openai/v1"),
+        max_retries=0,
+        default_headers=headers or None,
+    )
+
+
+def anthropic_sdk(stack: Stack, **headers: str) -> anthropic.AsyncAnthropic:
+    """The async anthropic SDK aimed at ``stack``, with no retries of its own."""
+    return anthropic.AsyncAnthropic(
+        api_key=ANTHROPIC_KEY,
+        base_url=stack.base("/anthropic"),
         max_retries=0,
         default_headers=headers or None,
     )

@@ -17,8 +17,8 @@ import orjson
 import pytest
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import claude_answer, get
-from tests.proxy.stack import ANTHROPIC_KEY, Stack
+from tests.proxy.helpers import anthropic_sdk, claude_answer, get
+from tests.proxy.stack import Stack
 
 CONVERSATION = "anthropic-compacted-1"
 MODEL = "claude-opus-4-6"
@@ -96,12 +96,7 @@ def streamed_reply(blocks: list[dict[str, Any]]) -> Reply:
 
 
 def client(stack: Stack) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(
-        api_key=ANTHROPIC_KEY,
-        base_url=stack.base("/anthropic"),
-        max_retries=0,
-        default_headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
+    return anthropic_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION})
 
 
 async def ask(sdk: anthropic.AsyncAnthropic, messages: list[Any], streamed: bool) -> Any:

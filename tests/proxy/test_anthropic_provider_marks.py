@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import anthropic
 import pytest
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import claude_answer, get
-from tests.proxy.stack import ANTHROPIC_KEY, Stack
+from tests.proxy.helpers import anthropic_sdk, claude_answer, get
+from tests.proxy.stack import Stack
 from tests.proxy.test_anthropic_compaction import message, streamed_reply
 
 CONVERSATION = "marks-1"
@@ -38,12 +37,7 @@ async def test_a_turn_with_a_provider_mark_is_sent_back_and_matches(
     blocks = [mark, {"type": "text", "text": "Order A-77 ships today."}]
     first = streamed_reply(blocks) if streamed else claude_reply(blocks)
     stack.upstream.replies(first, claude_answer("You are welcome.", message_id="msg_2"))
-    async with anthropic.AsyncAnthropic(
-        api_key=ANTHROPIC_KEY,
-        base_url=stack.base("/anthropic"),
-        max_retries=0,
-        default_headers={"Turngate-Conversation-Id": CONVERSATION},
-    ) as sdk:
+    async with anthropic_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION}) as sdk:
         ask: dict[str, Any] = {"model": "claude-opus-4-6", "max_tokens": 1024}
         question = {"role": "user", "content": "Where is order A-77?"}
         if streamed:

@@ -12,7 +12,8 @@ import anthropic
 import pytest
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.stack import ANTHROPIC_KEY, Stack
+from tests.proxy.helpers import anthropic_sdk
+from tests.proxy.stack import Stack
 from tests.proxy.test_anthropic_compaction import message, streamed_reply
 
 REFUND = {
@@ -38,9 +39,7 @@ def call(arguments: dict[str, Any], streamed: bool) -> Reply:
 
 
 async def ask(stack: Stack, streamed: bool) -> Any:
-    async with anthropic.AsyncAnthropic(
-        api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), max_retries=0
-    ) as sdk:
+    async with anthropic_sdk(stack) as sdk:
         request: dict[str, Any] = {
             "model": "claude-opus-4-6",
             "max_tokens": 1024,

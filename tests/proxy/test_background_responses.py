@@ -19,8 +19,8 @@ import pytest
 
 from tests.fixtures_dir import FIXTURES_DIR
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import get, operation, states
-from tests.proxy.stack import OPENAI_KEY, Stack
+from tests.proxy.helpers import get, openai_sdk, operation, states
+from tests.proxy.stack import Stack
 from turngate.proxy.app import SERVICES
 
 REQUEST = "openai-responses/pai-nonstream-function-call.request.json"
@@ -44,12 +44,7 @@ def response(status: str, **changes: Any) -> Reply:
 
 
 def client(stack: Stack) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        api_key=OPENAI_KEY,
-        base_url=stack.base("/openai/v1"),
-        max_retries=0,
-        default_headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
+    return openai_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION})
 
 
 async def start(sdk: openai.AsyncOpenAI) -> Any:

@@ -20,8 +20,8 @@ import pytest
 
 from tests.fixtures_dir import FIXTURES_DIR
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import get
-from tests.proxy.stack import OPENAI_KEY, Stack
+from tests.proxy.helpers import get, openai_sdk
+from tests.proxy.stack import Stack
 
 ANSWER = "openai-responses/pai-nonstream-after-function-output.json"
 CONVERSATION = "compacted-1"
@@ -52,12 +52,7 @@ def items(response: Any) -> list[dict[str, Any]]:
 
 
 def client(stack: Stack) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        api_key=OPENAI_KEY,
-        base_url=stack.base("/openai/v1"),
-        max_retries=0,
-        default_headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
+    return openai_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION})
 
 
 async def create(sdk: openai.AsyncOpenAI, history: list[Any]) -> Any:

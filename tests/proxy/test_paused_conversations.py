@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from tests.proxy.fake_upstream import Reply, fixture_path
-from tests.proxy.helpers import claude_answer, get
-from tests.proxy.stack import ANTHROPIC_KEY, Stack
+from tests.proxy.helpers import anthropic_sdk, claude_answer, get
+from tests.proxy.stack import Stack
 
 SEARCH = "anthropic/pai-web-search-citations.sse"
 TOOLS = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]
@@ -68,12 +68,7 @@ def paused(message_id: str, text: str) -> Reply:
 
 
 def client(stack: Stack) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(
-        api_key=ANTHROPIC_KEY,
-        base_url=stack.base("/anthropic"),
-        max_retries=0,
-        default_headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
+    return anthropic_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION})
 
 
 async def create(sdk: anthropic.AsyncAnthropic, messages: list[Any]) -> Any:
