@@ -74,6 +74,52 @@ def claude_answer(text: str, message_id: str = "msg_test") -> Reply:
     )
 
 
+def claude_stream(message: dict[str, Any]) -> Reply:
+    """A Messages answer (its non-streamed form) streamed as Anthropic does: text in a
+    ``text_delta``, a call's input in one ``input_json_delta``, a compaction whole in one
+    ``compaction_delta``, any other block whole in its ``content_block_start``."""
+    start = {**message, "content": [], "stop_reason": None}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for index, block in enumerate(message["content"]):
+        opened, delta = block, None
+        if block["type"] == "text":
+            opened, delta = {**block, "text": ""}, {"type": "text_delta", "text": block["text"]}
+        elif block["type"] == "tool_use":
+            partial = orjson.dumps(block["input"]).decode()
+            opened = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": partial}
+        elif block["type"] == "compaction":
+            opened = {"type": "compaction"}
+            delta = {"type": "compaction_delta", "content": block["content"]}
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opened},
+            )
+        )
+        if delta is not None:
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    usage = {"output_tokens": message["usage"]["output_tokens"]}
+    events += [
+        ("message_delta", {"type": "message_delta", "delta": stop, "usage": usage}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    body = b"".join(
+        b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+        for name, data in events
+    )
+    return Reply(body=body, content_type="text/event-stream")
+
+
 async def post(
     stack: Stack,
     path: str,

@@ -13,11 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
-import orjson
 import pytest
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import anthropic_sdk, claude_answer, get
+from tests.proxy.helpers import anthropic_sdk, claude_answer, claude_stream, get
 from tests.proxy.stack import Stack
 
 CONVERSATION = "anthropic-compacted-1"
@@ -43,56 +42,7 @@ def message(content: list[dict[str, Any]]) -> dict[str, Any]:
 
 def compacted(summary: str | None, streamed: bool) -> Reply:
     blocks = [{"type": "compaction", "content": summary}, {"type": "text", "text": "Next: tests."}]
-    return streamed_reply(blocks) if streamed else Reply.json(message(blocks))
-
-
-def streamed_reply(blocks: list[dict[str, Any]]) -> Reply:
-    """``blocks`` streamed as Anthropic does: text in a delta, a compaction whole in one
-    ``compaction_delta``, any other block whole in its ``content_block_start``."""
-    start = {**message([]), "stop_reason": None}
-    events: list[tuple[str, dict[str, Any]]] = [
-        ("message_start", {"type": "message_start", "message": start})
-    ]
-    for index, block in enumerate(blocks):
-        opened, delta = block, None
-        if block["type"] == "text":
-            opened, delta = (
-                {"type": "text", "text": ""},
-                {"type": "text_delta", "text": block["text"]},
-            )
-        elif block["type"] == "compaction":
-            opened = {"type": "compaction"}
-            delta = {"type": "compaction_delta", "content": block["content"]}
-        events.append(
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": opened},
-            )
-        )
-        if delta is not None:
-            events.append(
-                (
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": delta},
-                )
-            )
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events += [
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": 900},
-            },
-        ),
-        ("message_stop", {"type": "message_stop"}),
-    ]
-    body = b"".join(
-        b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
-        for name, data in events
-    )
-    return Reply(body=body, content_type="text/event-stream")
+    return claude_stream(message(blocks)) if streamed else Reply.json(message(blocks))
 
 
 def client(stack: Stack) -> anthropic.AsyncAnthropic:
@@ -143,7 +93,7 @@ async def test_a_turn_paused_after_its_compaction_goes_on(stack: Stack, streamed
     # pause_after_compaction: the answer stops (stop_reason "compaction") after the block;
     # the application sends it back last and Claude goes on with the same turn.
     paused = [{"type": "compaction", "content": SUMMARY}]
-    first = streamed_reply(paused) if streamed else Reply.json(message(paused))
+    first = claude_stream(message(paused)) if streamed else Reply.json(message(paused))
     if not streamed:
         first = Reply.json({**message(paused), "stop_reason": "compaction"})
     stack.upstream.replies(

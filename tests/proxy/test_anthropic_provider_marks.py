@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import anthropic_sdk, claude_answer, get
+from tests.proxy.helpers import anthropic_sdk, claude_answer, claude_stream, get
 from tests.proxy.stack import Stack
-from tests.proxy.test_anthropic_compaction import message, streamed_reply
+from tests.proxy.test_anthropic_compaction import message
 
 CONVERSATION = "marks-1"
 LISTING = {
@@ -35,7 +35,7 @@ async def test_a_turn_with_a_provider_mark_is_sent_back_and_matches(
     stack: Stack, mark: dict[str, Any], streamed: bool
 ):
     blocks = [mark, {"type": "text", "text": "Order A-77 ships today."}]
-    first = streamed_reply(blocks) if streamed else claude_reply(blocks)
+    first = claude_stream(message(blocks)) if streamed else Reply.json(message(blocks))
     stack.upstream.replies(first, claude_answer("You are welcome.", message_id="msg_2"))
     async with anthropic_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION}) as sdk:
         ask: dict[str, Any] = {"model": "claude-opus-4-6", "max_tokens": 1024}
@@ -53,7 +53,3 @@ async def test_a_turn_with_a_provider_mark_is_sent_back_and_matches(
     assert stack.upstream.received[1].json()["messages"][1]["content"][0] == sent_back[0]
     status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
     assert (status, [t["revision"] for t in kept["turns"]]) == (200, [0, 1])
-
-
-def claude_reply(blocks: list[dict[str, Any]]) -> Reply:
-    return Reply.json(message(blocks))

@@ -12,9 +12,9 @@ import anthropic
 import pytest
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import anthropic_sdk
+from tests.proxy.helpers import anthropic_sdk, claude_stream
 from tests.proxy.stack import Stack
-from tests.proxy.test_anthropic_compaction import message, streamed_reply
+from tests.proxy.test_anthropic_compaction import message
 
 REFUND = {
     "name": "refund",
@@ -33,9 +33,8 @@ CHANGES = [
 
 def call(arguments: dict[str, Any], streamed: bool) -> Reply:
     blocks = [{"type": "tool_use", "id": "toolu_01R", "name": "refund", "input": arguments}]
-    if streamed:
-        return streamed_reply(blocks)
-    return Reply.json({**message(blocks), "stop_reason": "tool_use"})
+    answer = {**message(blocks), "stop_reason": "tool_use"}
+    return claude_stream(answer) if streamed else Reply.json(answer)
 
 
 async def ask(stack: Stack, streamed: bool) -> Any:

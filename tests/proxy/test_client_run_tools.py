@@ -22,6 +22,7 @@ from google import genai
 from google.genai import types
 
 from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import claude_stream
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 from tests.proxy.stack import ANTHROPIC_KEY, GEMINI_KEY, Stack
 from turngate.adapters import get_adapter
@@ -59,42 +60,7 @@ def tool_use_answer(name: str, arguments: dict[str, Any], streamed: bool) -> Rep
         "stop_sequence": None,
         "usage": {"input_tokens": 900, "output_tokens": 40},
     }
-    if not streamed:
-        return Reply.json(message)
-    start = {**message, "content": [], "stop_reason": None}
-    events = [
-        ("message_start", {"type": "message_start", "message": start}),
-        (
-            "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
-        ),
-        (
-            "content_block_delta",
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {
-                    "type": "input_json_delta",
-                    "partial_json": orjson.dumps(arguments).decode(),
-                },
-            },
-        ),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                "usage": {"output_tokens": 40},
-            },
-        ),
-        ("message_stop", {"type": "message_stop"}),
-    ]
-    body = b"".join(
-        b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
-        for name, data in events
-    )
-    return Reply(body=body, content_type="text/event-stream")
+    return claude_stream(message) if streamed else Reply.json(message)
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])

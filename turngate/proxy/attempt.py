@@ -425,12 +425,12 @@ class Attempt:
             await self.move(outcome, detail=error.rule)
             return self.error(error)
         try:
-            turn = self.checked_turn(data)
+            turn, body = self.checked_turn(data)
         except TurngateError as exc:
             await self.move(Transition.FAIL, detail=exc.rule)
             log.warning("upstream answer refused for %s: %s", self.manifest.operation_id, exc.rule)
             return self.error(exc)
-        if self.still_running(turn, data):
+        if self.still_running(turn, body):
             return await self.hold_running(upstream, data, turn)
         content_type = upstream.headers.get("Content-Type", "application/json")
         # A shadowed commit is a plain transition: its SEND goes first, on its own.
@@ -443,7 +443,7 @@ class Attempt:
         self.observer.committed(turn)
         return self.response(upstream, data)
 
-    def still_running(self, turn: AssistantTurn, data: bytes) -> bool:
+    def still_running(self, turn: AssistantTurn, body: dict[str, Any]) -> bool:
         """An OpenAI Responses background response, answered while it is queued or running,
         under a conversation id: its turn is still to come (background.py). A body that
         says no status at all (a compatible server's) is an answer, as before."""
@@ -453,7 +453,7 @@ class Attempt:
             and self.adapter.api == "openai_responses"
             and turn.stop_reason is None
             and turn.handle is not None
-            and orjson.loads(data).get("status") in RUNNING
+            and body.get("status") in RUNNING
         )
 
     async def hold_running(
@@ -464,7 +464,8 @@ class Attempt:
         await self.move(Transition.BIND, handle=turn.handle, sent=self.fold_send())
         return self.response(upstream, data)
 
-    def checked_turn(self, data: bytes) -> AssistantTurn:
+    def checked_turn(self, data: bytes) -> tuple[AssistantTurn, dict[str, Any]]:
+        """The answer's turn, its calls checked, and the JSON object it was read from."""
         try:
             body = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -475,7 +476,7 @@ class Attempt:
         if self.enforced and turn.tool_calls:
             # The toolset's schemas only for an answer with calls to check.
             check_turn(turn, self.call_schemas(), self.adapter.capabilities)
-        return turn
+        return turn, body
 
     async def relay_stream(
         self, stream: StreamSession, upstream: aiohttp.ClientResponse
