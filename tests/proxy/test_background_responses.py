@@ -20,6 +20,7 @@ import pytest
 from tests.fixtures_dir import FIXTURES_DIR
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import get, openai_sdk, operation, states
+from tests.proxy.policy_stack import start_policy_stack
 from tests.proxy.stack import Stack
 from turngate.proxy.app import SERVICES
 
@@ -113,7 +114,7 @@ async def test_a_retrieved_call_that_cannot_be_committed_is_refused(stack: Stack
     assert [o["state"] for o in kept["operations"]] == ["FAILED"]
 
 
-@pytest.mark.parametrize("outcome", ["failed", "cancelled", "incomplete"])
+@pytest.mark.parametrize("outcome", ["failed", "cancelled"])
 async def test_a_response_that_ended_without_its_turn_frees_the_revision(
     stack: Stack, outcome: str
 ):
@@ -127,6 +128,33 @@ async def test_a_response_that_ended_without_its_turn_frees_the_revision(
     status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
     assert status == 200
     assert [(o["attempt"], o["state"]) for o in kept["operations"]] == [(1, "FAILED"), (2, "SENT")]
+
+
+async def test_an_incomplete_response_is_the_turn_the_agent_goes_on_from(stack: Stack):
+    # Cut at max_output_tokens: the client keeps the partial text and asks it to go on, as it
+    # would after a non-streamed answer cut the same way (committed as its turn).
+    partial = {"type": "message", "id": "msg_1", "role": "assistant", "status": "incomplete"}
+    partial["content"] = [
+        {"type": "output_text", "text": "The capital of Potato", "annotations": []}
+    ]
+    cut = {"incomplete_details": {"reason": "max_output_tokens"}, "output": [partial]}
+    stack.upstream.replies(response("queued"), response("incomplete", **cut), response("queued"))
+    async with client(stack) as sdk:
+        queued = await start(sdk)
+        over = await poll(sdk, queued.id)
+        assert over.output_text == "The capital of Potato"
+        history = [
+            *recorded(REQUEST)["input"],
+            {"role": "assistant", "content": over.output_text},
+            {"role": "user", "content": "Go on."},
+        ]
+        again = await sdk.responses.create(model="gpt-4o", input=history, background=True)
+    assert again.status == "queued"
+    assert len(stack.upstream.received) == 3
+    status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+    assert status == 200
+    assert [t["revision"] for t in kept["turns"]] == [0]
+    assert [o["state"] for o in kept["operations"]] == ["COMMITTED", "SENT"]
 
 
 async def test_after_a_restart_the_retrieval_still_commits_the_turn(stack: Stack):
@@ -185,3 +213,89 @@ async def test_a_chained_request_continues_the_retrieved_response(stack: Stack):
         await sdk.responses.create(model="gpt-4o", previous_response_id=queued.id, input=[output])
     status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
     assert (status, [t["revision"] for t in kept["turns"]]) == (200, [0, 1])
+
+
+# --- retrievals that name no conversation -------------------------------------------------
+
+
+def _bad_call() -> list[dict[str, Any]]:
+    output = copy.deepcopy(recorded(ANSWER)["output"])
+    output[0]["arguments"] = '{"country": 7}'  # the schema asks for a string
+    return output
+
+
+async def test_without_a_conversation_a_retrieved_call_that_cannot_be_committed_is_refused(
+    stack: Stack,
+):
+    stack.upstream.replies(response("queued"), *(response("completed", output=_bad_call()),) * 4)
+    async with openai_sdk(stack) as sdk:
+        queued = await start(sdk)
+        # The SDK's own retries on: the refusal says not to retry, and none is made.
+        with pytest.raises(openai.APIStatusError) as raised:
+            await sdk.with_options(max_retries=2).responses.retrieve(queued.id)
+        assert raised.value.status_code == 502
+        assert raised.value.response.headers["Turngate-Rejection"] == "invalid_tool_call"
+        assert "country" in str(raised.value)
+        assert len(stack.upstream.received) == 2
+        # Nothing recorded it: it is checked, and refused, again.
+        with pytest.raises(openai.APIStatusError):
+            await sdk.responses.retrieve(queued.id)
+
+
+async def test_without_a_conversation_a_retrieved_turn_that_passes_comes_unchanged(
+    stack: Stack,
+):
+    done = response("completed")
+    stack.upstream.replies(response("queued"), done)
+    async with openai_sdk(stack) as sdk:
+        queued = await start(sdk)
+        raw = await sdk.responses.with_raw_response.retrieve(queued.id)
+    assert raw.http_response.content == done.body
+    assert [item.type for item in raw.parse().output] == ["function_call"]
+
+
+async def test_without_a_conversation_an_incomplete_response_with_a_cut_call_is_refused(
+    stack: Stack,
+):
+    output = copy.deepcopy(recorded(ANSWER)["output"])
+    cut = {**output[0], "id": "fc_2", "call_id": "call_2", "arguments": '{"country": "Pot'}
+    cut["status"] = "incomplete"
+    reason = {"incomplete_details": {"reason": "max_output_tokens"}}
+    stack.upstream.replies(
+        response("queued"), response("incomplete", output=[*output, cut], **reason)
+    )
+    async with openai_sdk(stack) as sdk:
+        queued = await start(sdk)
+        with pytest.raises(openai.APIStatusError) as raised:
+            await sdk.responses.retrieve(queued.id)
+    assert raised.value.status_code == 502
+    assert "call_2" in str(raised.value)
+
+
+async def test_a_call_to_a_tool_the_echo_does_not_name_is_checked_as_an_object(stack: Stack):
+    # A response echoes the request's tools, not those a client-run tool search loaded in its
+    # history: such a call is no proof of an undeclared tool.
+    loaded = [{**recorded(ANSWER)["output"][0], "name": "lookup_population"}]
+    broken = [{**loaded[0], "arguments": '{"country": "Pota'}]
+    stack.upstream.replies(
+        response("queued"),
+        response("completed", output=loaded),
+        response("completed", output=broken),
+    )
+    async with openai_sdk(stack) as sdk:
+        queued = await start(sdk)
+        found = await sdk.responses.retrieve(queued.id)
+        assert [item.name for item in found.output] == ["lookup_population"]
+        with pytest.raises(openai.APIStatusError) as raised:
+            await sdk.responses.retrieve(queued.id)
+    assert raised.value.status_code == 502
+
+
+async def test_a_shadowed_route_relays_the_retrieval_unchanged(aiohttp_server: Any):
+    stack = await start_policy_stack(aiohttp_server, policy={"defaults": {"mode": "shadow"}})
+    bad = response("completed", output=_bad_call())
+    stack.upstream.replies(response("queued"), bad)
+    async with openai_sdk(stack) as sdk:
+        queued = await start(sdk)
+        raw = await sdk.responses.with_raw_response.retrieve(queued.id)
+    assert raw.http_response.content == bad.body

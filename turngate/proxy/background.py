@@ -1,20 +1,28 @@
-"""OpenAI Responses background responses under a conversation id.
+"""OpenAI Responses background responses, retrieved.
+
+Under a conversation id:
 
     POST /v1/responses {"background": true}  -> queued: the handle is bound, the attempt
                                                  stays SENT (no turn yet; attempt.py)
     GET  /v1/responses/{handle}              -> relayed; once the response is over, its
     POST /v1/responses/{handle}/cancel          attempt is settled here:
-        completed                      the turn is checked as any answer's and committed
-                                       (kept for replay); calls that cannot be committed:
-                                       FAIL, and the client gets the refusal instead, at
-                                       this retrieval and every later one
-        failed / cancelled / incomplete FAIL (SETTLE when UNKNOWN): the revision is free
+        completed / incomplete         the turn is checked as any answer's and committed
+                                       (kept for replay), as a non-streamed answer's is;
+                                       calls that cannot be committed: FAIL, and the client
+                                       gets the refusal instead, at this retrieval and
+                                       every later one
+        failed / cancelled             FAIL (SETTLE when UNKNOWN): the revision is free
         queued / in_progress           relayed, nothing recorded
 
-Only a retrieval (or cancel) that names the conversation (``Turngate-Conversation-Id``,
-which the SDK sends on every call made with the client's default headers) is looked at: the
-attempt is the one holding the conversation's next revision, bound to that handle. Any
-other call is relayed unchanged, as every unparsed route is.
+The attempt is the one holding the conversation named by ``Turngate-Conversation-Id``
+(which the SDK sends on every call made with the client's default headers): its next
+revision, bound to that handle.
+
+A retrieval that names no conversation has no attempt waiting for it (its create was
+committed when accepted), but the calls it carries reach the application all the same: a
+response that is over with its turn has them checked as any answer's when the route's
+policy enforces, and one that cannot be committed is refused, at every retrieval. Streamed
+retrievals (``?stream=true``) are relayed unchanged, as every unparsed route is.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ from turngate.errors import (
     TurngateError,
     UpstreamProtocolError,
 )
+from turngate.graph.model import MessageSequence
+from turngate.graph.schema_check import OpenToolset, ToolSchemas
 from turngate.proxy.dispatch import CONVERSATION_HEADER
 from turngate.proxy.errors import error_response
 from turngate.proxy.recovery import quarantine
@@ -55,12 +65,14 @@ _RETRIEVAL = re.compile(r"/v1/responses/([A-Za-z0-9_-]+)(/cancel)?")
 REFUSED = "the retrieved turn is refused: {rule}"
 # How many of the conversation's latest operations a refused retrieval is looked for in.
 RECENT = 8
+# A response over with its turn: an incomplete one's output is the turn, as it is for a
+# non-streamed answer (attempt.py commits it; the client goes on from it).
+WITH_TURN = frozenset({"completed", "incomplete"})
 
 
 def retrieved_handle(request: web.Request, route: RouteMatch) -> str | None:
-    """The response a GET retrieves (or a POST cancels) under a conversation id, when this
-    module settles it."""
-    if route.provider != "openai" or not request.headers.get(CONVERSATION_HEADER):
+    """The response a GET retrieves (or a POST cancels), when this module looks at it."""
+    if route.provider != "openai":
         return None
     if request.query.get("stream") == "true":
         return None
@@ -89,7 +101,11 @@ async def retrieve(
         status, reason = upstream.status, upstream.reason
         headers = inbound_headers(upstream.headers)
     if status == 200:
-        refused = await settle(services, request.headers[CONVERSATION_HEADER], handle, data)
+        conversation = request.headers.get(CONVERSATION_HEADER)
+        if conversation:
+            refused = await settle(services, conversation, handle, data)
+        else:
+            refused = checked_retrieval(services, handle, data)
         if refused is not None:
             # Retrieving it again gets the same answer: an SDK's own retry would only be
             # refused again.
@@ -107,16 +123,16 @@ async def settle(
         return None
     record = await bound_attempt(services, conversation_id, handle)
     if record is None:
-        if body.get("status") == "completed":
+        if body.get("status") in WITH_TURN:
             return await refused_before(services, conversation_id, handle)
         return None
-    if body.get("status") != "completed":
+    if body.get("status") not in WITH_TURN:
         await _over(services, record, f"the provider says the response is {body.get('status')}")
         return None
     adapter = get_adapter("openai_responses")
     try:
         turn = adapter.parse_response(body)
-        check_turn(turn, _echoed_schemas(services, body), adapter.capabilities)
+        check_turn(turn, _echoed_schemas(services, _echoed_tools(body)), adapter.capabilities)
     except TurngateError as exc:
         await quarantine(services, record, {"reason": exc.rule, "handle": handle})
         await _over(services, record, REFUSED.format(rule=exc.rule))
@@ -172,6 +188,32 @@ async def refused_before(
     return None
 
 
+def checked_retrieval(services: Services, handle: str, data: bytes) -> TurngateError | None:
+    """The refusal a retrieval that names no conversation gets instead of the response: its
+    turn's first call that cannot be committed. Nothing is recorded (no attempt waits for
+    it), so a later retrieval is checked, and refused, again."""
+    body = _response(data)
+    if body is None or body.get("id") != handle or body.get("status") not in WITH_TURN:
+        return None
+    tools = _echoed_tools(body)
+    model = body.get("model")
+    policy = services.policy_for("openai_responses", model if isinstance(model, str) else None)
+    if policy.mode != "enforce":
+        # Only calls are checked here, and a request with tools is shadowed in every other
+        # mode (policies.modes).
+        return None
+    adapter = get_adapter("openai_responses")
+    try:
+        turn = adapter.parse_response(body)
+        if turn.tool_calls:
+            schemas = _echoed_schemas(services.for_route(policy), tools)
+            check_turn(turn, schemas, adapter.capabilities)
+    except TurngateError as exc:
+        log.warning("retrieved response %s refused: %s", handle, exc.rule)
+        return exc
+    return None
+
+
 def _response(data: bytes) -> dict[str, Any] | None:
     try:
         body = orjson.loads(data)
@@ -180,20 +222,28 @@ def _response(data: bytes) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def _echoed_schemas(services: Services, body: dict[str, Any]) -> dict[str, Any] | None:
-    """The schemas of the tools the response says it was given (a retrieved response echoes
-    them); None, when they do not read as a request's tools, checks the calls for
-    completeness only."""
+def _echoed_tools(body: dict[str, Any]) -> MessageSequence | None:
+    """The tools the response says it was given (a retrieved response echoes them) as a
+    request's; None when they do not read as one."""
     tools = body.get("tools")
     if not isinstance(tools, list):
         return None
     try:
-        seq = get_adapter("openai_responses").parse_request(
+        return get_adapter("openai_responses").parse_request(
             {"model": body.get("model") or "", "input": [], "tools": tools}, RouteInfo()
         )
     except TurngateError:
         return None
-    return call_schemas(seq, services.schemas)
+
+
+def _echoed_schemas(services: Services, tools: MessageSequence | None) -> ToolSchemas | None:
+    """What the retrieved calls are checked against; None checks them for completeness only.
+    The echo holds the request's tools, not those its history loaded (a client-run tool
+    search's output): a call to a tool the echo does not name is checked as one JSON
+    object."""
+    if tools is None:
+        return None
+    return OpenToolset(call_schemas(tools, services.schemas))
 
 
 async def _over(services: Services, record: OperationRecord, why: str) -> None:
