@@ -121,6 +121,7 @@ class Attempt:
         observer: DispatchObserver | None = None,
         client_key: ClientKey | None = None,
         continues: bool = False,
+        prefix: tuple[AnyBlock, ...] | None = None,
     ) -> None:
         self.request = request
         self.route = route
@@ -132,8 +133,10 @@ class Attempt:
         # The client's Idempotency-Key: a retry's claim takes it over, so that it names the
         # attempt that answers.
         self.client_key = client_key
-        # The answer goes on with the committed turn the request ends with (a paused turn).
+        # The answer goes on with a committed turn (a paused turn, Gemini hops continued by
+        # token); ``prefix``: its blocks, when the request does not end with them.
         self.continues = continues
+        self.prefix = prefix
         # The client's side of a streamed request, shared by the attempts that serve it.
         self.stream = stream
         # The bytes are out (handed to the socket); SEND's write, once started; its timer.
@@ -229,7 +232,7 @@ class Attempt:
 
     @functools.cached_property
     def turn_prefix(self) -> tuple[AnyBlock, ...]:
-        return answer_prefix(self.seq)
+        return answer_prefix(self.seq) if self.prefix is None else self.prefix
 
     def call_schemas(self) -> dict[str, Any] | None:
         # A shadowed request is only observed: its calls are checked for completeness, not
@@ -277,6 +280,7 @@ class Attempt:
             observer=self.observer,
             client_key=self.client_key,
             continues=self.continues,
+            prefix=self.prefix,
         )
         following.resent = True
         if self.stream is not None:

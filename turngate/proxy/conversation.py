@@ -12,6 +12,10 @@ counted as the turn it is, and the answer's turn continues it (state/conversatio
 "Continued turns"): the next history holds the two as one run, which matches the
 continuation.
 
+A Gemini request carrying a ``continuationToken`` goes on with the answer that carried it
+(proxy/continuation.py): it answers the revision after that hop, and its turn continues
+the hops before it.
+
 A Gemini request naming a ``cachedContent``, or a compacted history, shows the
 conversation's last turns only (the cache holds the start, and is made again further on as
 the conversation grows; a compaction stands for what came before it): they must be
@@ -56,6 +60,7 @@ from turngate.graph.history import (
     turn_digest,
 )
 from turngate.graph.model import AnyBlock, MessageSequence
+from turngate.proxy.continuation import continuation_token, continued_hops
 from turngate.proxy.errors import plain_error
 from turngate.proxy.replay import ReplayUnavailable
 from turngate.state.conversations import Conversation
@@ -82,11 +87,13 @@ ANCHOR_SEARCH = 32
 @dataclass(frozen=True)
 class CheckedHistory:
     """What the history check found: the conversation, the revision the request answers,
-    and whether its answer goes on with the committed turn the request ends with."""
+    and whether its answer goes on with a committed turn (the one the request ends with, or
+    the Gemini hops its continuationToken goes on from: ``prefix``, their blocks)."""
 
     conversation: Conversation
     revision: int
     continues: bool = False
+    prefix: tuple[AnyBlock, ...] | None = None
 
 
 async def checked_conversation(
@@ -128,12 +135,17 @@ async def checked_conversation(
     shown = conversation.shown_revisions(base)
     revision = shown[len(answered) - 1] + 1 if answered else base
     continues = False
+    prefix = None
     if run is not None:
         paused = sent_back_turn(conversation, revision, turn_digest(run))
         if paused is not None:
             revision, continues = paused + 1, True
+    token = continuation_token(seq)
+    if token is not None:
+        revision, prefix = await continued_hops(store, conversation, revision, seq, token, now=now)
+        continues = True
     await refuse_unreplayable(store, conversation, revision)
-    return CheckedHistory(conversation, revision, continues)
+    return CheckedHistory(conversation, revision, continues, prefix)
 
 
 def sent_back_turn(conversation: Conversation, revision: int, digest: str) -> int | None:

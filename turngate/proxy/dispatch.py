@@ -34,7 +34,7 @@ from turngate.errors import (
     TurngateError,
 )
 from turngate.graph.codec import digest_bytes
-from turngate.graph.model import ApiName, MessageSequence
+from turngate.graph.model import AnyBlock, ApiName, MessageSequence
 from turngate.graph.validator import Verdict
 from turngate.policies import trust
 from turngate.policies.config import Policy
@@ -102,8 +102,10 @@ class Prepared:
     graph: dict[str, Any] | None = None
     # The client's Idempotency-Key, taken by the claim (enforced requests only).
     client_key: ClientKey | None = None
-    # The answer goes on with the committed turn the request ends with (a paused turn).
+    # The answer goes on with a committed turn (a paused turn, Gemini hops continued by
+    # token); ``prefix``: that turn's blocks when the request does not hold them.
     continues: bool = False
+    prefix: tuple[AnyBlock, ...] | None = None
 
 
 async def dispatch(
@@ -158,6 +160,7 @@ async def _dispatch(
         observer=observer,
         client_key=prepared.client_key,
         continues=prepared.continues,
+        prefix=prepared.prefix,
     )
     attempt.headers.update(prepared.headers)
     try:
@@ -200,6 +203,7 @@ async def prepare(
     generation = 0
     revision = seq.conversation_revision
     continues = False
+    prefix = None
     if decide(policy.mode, seq).enforced:
         observer.validated(verdict.status, verdict.rules, enforced=True)
         check_known(seq, version, stored)
@@ -214,7 +218,7 @@ async def prepare(
             checked = await checked_conversation(
                 services.store, conversation, seq, now=services.clock(), sent=outbound.body
             )
-            revision, continues = checked.revision, checked.continues
+            revision, continues, prefix = checked.revision, checked.continues, checked.prefix
             generation = checked.conversation.cancel_generation
     else:
         shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id)
@@ -257,6 +261,7 @@ async def prepare(
         graph=graph_to_store(services, seq, conversation, stored),
         client_key=key,
         continues=continues,
+        prefix=prefix,
     )
 
 
