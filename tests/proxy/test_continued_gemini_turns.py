@@ -192,3 +192,23 @@ async def test_a_token_sent_with_other_contents_is_refused(stack: Stack):
     assert refused.value.code == 400
     assert "other contents" in str(refused.value)
     assert len(stack.upstream.received) == 1
+
+
+async def test_the_sdk_resuming_a_broken_stream_raises_and_keeps_no_turn(stack: Stack):
+    # google-genai resumes a broken stream from its last checkpoint token on its own: the
+    # answer it would go on from was never committed, so the application gets an error,
+    # not the previews joined to the rest.
+    chunk = {"candidates": [{"content": {"role": "model", "parts": [{"text": "Part"}]}}]}
+    chunk["candidates"][0]["continuationToken"] = base64.b64encode(b"c1").decode()
+    body = b"data: " + orjson.dumps(chunk) + b"\r\n\r\n"
+    stack.upstream.replies(Reply(body=body, content_type="text/event-stream", drop_after=len(body)))
+    sdk = sdk_for(stack)
+    seen: list[str] = []
+    with pytest.raises(errors.ClientError) as raised:
+        stream = await sdk.aio.models.generate_content_stream(model=MODEL, contents=[QUESTION])
+        async for piece in stream:
+            seen.append(piece.text or "")
+    assert raised.value.code == 400
+    assert "never committed" in str(raised.value)
+    assert len(stack.upstream.received) == 1
+    assert (await kept(stack))["turns"] == []
