@@ -41,6 +41,10 @@ class Capabilities:
     # cache, a stored Responses prompt): with one set, a call to a tool the request does not
     # show is checked as one JSON object, not refused as undeclared.
     tools_held_by: tuple[str, ...] = ()
+    # The part of the history the provider holds (``MessageSequence.history`` "partial")
+    # holds the toolset too: an Anthropic thread keeps the tools it was created with, and a
+    # continue sends none. Its calls to tools the request does not show are checked so too.
+    history_holds_tools: bool = False
     # Prefixes of the kind (``hosted_kind``) of a hosted tool that the application runs,
     # though the provider defines it (Anthropic's ``bash_20250124``, Gemini's
     # ``computerUse``): its calls are the client's, as a function's, checked as one JSON

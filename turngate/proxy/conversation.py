@@ -22,8 +22,11 @@ the conversation grows; a compaction stands for what came before it): they must 
 consecutive committed turns, the latest ones or those before the latest (a retry), and the
 request answers the revision after them (``cached_revision``).
 
-A chained request (Responses ``previous_response_id``) carries only what follows the
-response it names; the turns before are the provider's. Its revision counts from that
+A chained request (Responses ``previous_response_id``, an Anthropic Message Threads
+``continue`` naming its ``previous_message_id``) carries only what follows the response it
+names; the turns before are the provider's. A thread's continue that carries nothing
+resumes the (paused) reply it names: its answer continues that turn, whose blocks come
+from its kept answer (proxy/continuation.py). Its revision counts from that
 response: r = (revision of the committed turn whose response id it names) + 1 + the assistant
 turns it carries. A response id that is no committed turn of c (a stream that broke after
 its id was seen, another conversation's answer) is refused as ``history_mismatch``, as its
@@ -49,6 +52,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from turngate.adapters.anthropic.request import thread_anchor
 from turngate.errors import LocalError
 from turngate.graph.codec import digest_bytes
 from turngate.graph.history import (
@@ -60,7 +64,12 @@ from turngate.graph.history import (
     turn_digest,
 )
 from turngate.graph.model import AnyBlock, MessageSequence
-from turngate.proxy.continuation import continuation_token, continued_hops
+from turngate.proxy.continuation import (
+    continuation_token,
+    continued_hops,
+    resumed_run,
+    resumes_held_turn,
+)
 from turngate.proxy.errors import plain_error
 from turngate.proxy.replay import ReplayUnavailable
 from turngate.state.conversations import Conversation
@@ -144,6 +153,9 @@ async def checked_conversation(
     if token is not None:
         revision, prefix = await continued_hops(store, conversation, revision, seq, token, now=now)
         continues = True
+    elif previous is not None and base > 0 and resumes_held_turn(seq):
+        prefix = await resumed_run(store, conversation, base - 1, seq.api, now=now)
+        continues = True
     await refuse_unreplayable(store, conversation, revision)
     return CheckedHistory(conversation, revision, continues, prefix)
 
@@ -219,7 +231,10 @@ def refuse_provider_conversation(seq: MessageSequence, conversation_id: str) -> 
 
 
 def chained_from(seq: MessageSequence) -> str | None:
-    """The provider-held response a request continues, if any."""
+    """The provider-held response a request continues, if any: a Responses
+    ``previous_response_id``, or the reply an Anthropic thread's continue follows."""
+    if seq.api == "anthropic":
+        return thread_anchor(seq.envelope)
     if seq.api != "openai_responses":
         return None
     previous = seq.envelope.get("previous_response_id")

@@ -36,7 +36,8 @@ def call_schemas(seq: MessageSequence, cache: SchemaCache) -> dict[str, Any]:
     checkable). On OpenAI Responses also a namespace's members and the tools the history
     loaded (``openai_responses.tools``); on Anthropic the tools its messages define inline
     (``anthropic.tools``). An ``OpenToolset`` when the request names a
-    provider-held object that may declare more tools (``Capabilities.tools_held_by``) or
+    provider-held object that may declare more tools (``Capabilities.tools_held_by``,
+    ``history_holds_tools``: an Anthropic thread's continue) or
     declares a tool whose calls the provider names itself (``predefined_calls_by``). A
     provider-defined tool the application runs (``Capabilities.runs_on_client``) has no
     schema here: its calls are checked as one JSON object."""
@@ -44,8 +45,10 @@ def call_schemas(seq: MessageSequence, cache: SchemaCache) -> dict[str, Any]:
     tools = offered(seq) if offered is not None else {tool.name: tool for tool in seq.tools}
     capabilities = get_adapter(seq.api).capabilities
     held = capabilities.tools_held_by
-    open_ended = any(seq.envelope.get(f) for f in held) or any(
-        capabilities.brings_predefined_calls(tool) for tool in seq.tools
+    open_ended = (
+        any(seq.envelope.get(f) for f in held)
+        or (capabilities.history_holds_tools and seq.history == "partial")
+        or any(capabilities.brings_predefined_calls(tool) for tool in seq.tools)
     )
     schemas: dict[str, Any] = OpenToolset() if open_ended else {}
     for key, tool in tools.items():

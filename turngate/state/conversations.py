@@ -18,12 +18,12 @@ generation yet. A turn of an older generation at r (before a cancel) is replaced
 turns after it, which answered a history that no longer holds, are dropped.
 
 Continued turns. An Anthropic turn may be paused (``stop_reason: pause_turn``) and sent back,
-last, for Claude to go on, and a Gemini turn continued by token (``finishReason:
-CONTINUATION``, proxy/continuation.py): the answer continues that same turn, and the
-application's next history holds the two as one assistant run. The continuation is committed for the next
-revision as usual, with ``continues`` set and the digest of the whole run (the paused turn
-and the continuation): a history shows such a chain as one turn, the last of it
-(``shown_revisions``).
+last, for Claude to go on (or resumed in its thread), and a Gemini turn may be continued by
+token (``finishReason: CONTINUATION``, proxy/continuation.py): the answer continues that
+same turn, and the application's next history holds the two as one assistant run. The
+continuation is committed for the next revision as usual, with ``continues`` set and the
+digest of the whole run (the paused turn and the continuation): a history shows such a
+chain as one turn, the last of it (``shown_revisions``).
 """
 
 from __future__ import annotations

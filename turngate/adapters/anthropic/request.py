@@ -79,7 +79,20 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
         envelope=envelope,
         max_output_tokens=max_tokens if isinstance(max_tokens, int) else None,
         stream=body.get("stream") is True,
+        history="partial" if thread_anchor(envelope) is not None else "complete",
     )
+
+
+def thread_anchor(envelope: Mapping[str, Any]) -> str | None:
+    """The reply a Message Threads request continues from (``thread: {"type": "continue",
+    "previous_message_id": …}``): the server holds the conversation up to it, with the
+    ``system`` and ``tools`` the thread was created with, and the request carries only
+    what follows (nothing at all to resume a paused turn)."""
+    thread = envelope.get("thread")
+    if not isinstance(thread, dict) or thread.get("type") != "continue":
+        return None
+    anchor = thread.get("previous_message_id")
+    return anchor if isinstance(anchor, str) and anchor else None
 
 
 class RequestParser(BlockParser):

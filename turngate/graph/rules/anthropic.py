@@ -4,7 +4,8 @@ The generic validator already places client tool results (``next_turn_leading``:
 result of an assistant turn in the next user turn, before any other block, runs of one role
 merged as the API merges them). These rules add what only Anthropic enforces:
 
-    anthropic_first_message_user   ``messages`` starts with a user message (system ones aside)
+    anthropic_first_message_user   ``messages`` starts with a user message (system ones aside;
+                                   a thread's continue carries only what follows the reply)
     anthropic_empty_content        no empty message but a final assistant one; no empty text block
     anthropic_server_tool_result   a ``*_tool_result`` follows its ``server_tool_use`` in the same
                                    assistant turn and a server tool is never answered by tool_result
@@ -67,6 +68,8 @@ def _entries(seq: MessageSequence) -> list[list[Message]]:
 
 @rule(FIRST_MESSAGE_USER)
 def first_message_user(seq: MessageSequence) -> list[Violation]:
+    if seq.history == "partial":
+        return []  # a thread's continue: the conversation starts in what the server holds
     conversation = _conversation(seq)
     if not conversation:
         return [violation(FIRST_MESSAGE_USER, "the request has no user message", None)]
