@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import orjson
 import pytest
 
 from tests.proxy.fake_upstream import Reply
@@ -116,3 +117,43 @@ async def test_a_turn_paused_after_its_compaction_goes_on(stack: Stack, streamed
 
 def dump(answer: Any) -> list[dict[str, Any]]:
     return [block.model_dump(exclude_none=True) for block in answer.content]
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["plain", "conversation"])
+async def test_the_tool_runner_compacts_and_sends_the_block_first(stack: Stack, conversation: bool):
+    # runner.compact_before_next_turn(): a compaction request (the `compaction` parameter)
+    # answers with the block alone, which the next request sends first, as an assistant
+    # message, in place of the messages it summarizes.
+    use = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"module": "billing"}}
+    answers = [
+        {**message([use]), "id": "msg_1", "stop_reason": "tool_use"},
+        {**message([{"type": "compaction", "content": SUMMARY}]), "id": "msg_2"},
+        {**message([{"type": "text", "text": "Done."}]), "id": "msg_3"},
+    ]
+    answers[1]["stop_reason"] = "compaction"
+    stack.upstream.replies(*(Reply.json(a) for a in answers))
+
+    @anthropic.beta_async_tool
+    async def lookup(module: str) -> str:
+        """Read a module."""
+        return f"{module}: 2,000 lines"
+
+    headers = {"Turngate-Conversation-Id": CONVERSATION} if conversation else {}
+    async with anthropic_sdk(stack, **headers) as sdk:
+        runner = sdk.beta.messages.tool_runner(
+            model=MODEL, max_tokens=1000, tools=[lookup], messages=[QUESTION]
+        )
+        stops = []
+        async for reply in runner:
+            stops.append(reply.stop_reason)
+            if reply.stop_reason == "tool_use":
+                runner.compact_before_next_turn()
+    assert stops == ["tool_use", "compaction", "end_turn"]
+    last = orjson.loads(stack.upstream.received[-1].body)
+    assert last["messages"] == [
+        {"role": "assistant", "content": [{"type": "compaction", "content": SUMMARY}]}
+    ]
+    if conversation:
+        status, kept = await get(stack, f"/turngate/v1/conversations/{CONVERSATION}")
+        assert status == 200
+        assert [t["revision"] for t in kept["turns"]] == [0, 1, 2]

@@ -5,7 +5,8 @@ result of an assistant turn in the next user turn, before any other block, runs 
 merged as the API merges them). These rules add what only Anthropic enforces:
 
     anthropic_first_message_user   ``messages`` starts with a user message (system ones aside;
-                                   a thread's continue carries only what follows the reply)
+                                   a thread's continue carries only what follows the reply,
+                                   and a compaction is sent first in place of what it summarizes)
     anthropic_empty_content        no empty message but a final assistant one; no empty text block
     anthropic_server_tool_result   a ``*_tool_result`` follows its ``server_tool_use`` in the same
                                    assistant turn and a server tool is never answered by tool_result
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 
 from turngate.graph.model import (
     AnyBlock,
+    CompressionBlock,
     Message,
     MessageSequence,
     ReasoningBlock,
@@ -74,7 +76,7 @@ def first_message_user(seq: MessageSequence) -> list[Violation]:
     if not conversation:
         return [violation(FIRST_MESSAGE_USER, "the request has no user message", None)]
     first = conversation[0]
-    if first.role == "user":
+    if first.role == "user" or _opens_with_compaction(first):
         return []
     return [
         violation(
@@ -85,6 +87,16 @@ def first_message_user(seq: MessageSequence) -> list[Violation]:
             first.blocks[0] if first.blocks else None,
         )
     ]
+
+
+def _opens_with_compaction(message: Message) -> bool:
+    """A compaction request's answer, sent first in place of the messages it summarizes."""
+    return (
+        message.role == "assistant"
+        and bool(message.blocks)
+        and isinstance(message.blocks[0], CompressionBlock)
+        and message.blocks[0].compaction
+    )
 
 
 @rule(EMPTY_CONTENT)
