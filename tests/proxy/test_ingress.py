@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import openai
 import orjson
 import pytest
+from websockets.exceptions import InvalidStatus
 
 from tests.graph.chat_builders import body, user
 from tests.hardening.wire import raw_exchange
@@ -254,3 +256,19 @@ async def test_the_upstream_url_cannot_be_steered_to_another_host(stack: Stack):
         "/v1//evil.example/x",
         "/v1/@evil.example/x",
     ]
+
+
+async def test_a_websocket_is_refused_with_a_clear_error_and_nothing_sent(stack: Stack):
+    # The Responses WebSocket mode (and Realtime) would carry requests turngate cannot check.
+    sdk = openai.AsyncOpenAI(api_key="sk-test", base_url=stack.base("/openai/v1"), max_retries=0)
+    with pytest.raises(InvalidStatus) as refused:
+        async with sdk.responses.connect() as connection:
+            await connection.send({"type": "response.create", "model": "gpt-4o", "input": "hi"})
+    response = refused.value.response
+    assert response.status_code == 501
+    assert b"websocket_not_relayed" in response.body
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as raw:
+            await http.ws_connect(stack.base("/anthropic") + "/v1/messages")
+    assert raw.value.status == 501
+    assert stack.upstream.received == []

@@ -28,7 +28,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from turngate.errors import TurngateError
+from turngate.errors import LocalError, TurngateError
 from turngate.policies.config import PolicyFile
 from turngate.policies.loading import load_serving_policy
 from turngate.policies.pins import AdapterRegistry
@@ -227,6 +227,23 @@ _OWN_PATHS = ("/healthz", "/readyz")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class WebSocketRefused(LocalError):
+    """A WebSocket upgrade: turngate relays HTTP only."""
+
+    rule = "websocket_not_relayed"
+    status = 501
+
+
+def websocket_refused(request: web.Request) -> WebSocketRefused:
+    """What a socket carries (OpenAI Realtime, the Responses WebSocket mode's
+    ``response.create`` events) would reach the provider unchecked, so none is opened."""
+    return WebSocketRefused(
+        f"turngate: {request.path[:200]!r} asks for a WebSocket; turngate relays HTTP only, "
+        "and requests sent over a socket could not be checked. Use the HTTP API through "
+        "turngate (responses.create, streamed or not)"
+    )
+
+
 @web.middleware
 async def refuse_connect(request: web.Request, handler: Handler) -> web.StreamResponse:
     """CONNECT asks for a tunnel; turngate is a reverse proxy and opens none. aiohttp routes
@@ -250,6 +267,8 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
             "/anthropic and /gemini",
             "no_route",
         )
+    if request.headers.get("Upgrade", "").strip().lower() == "websocket":
+        return error_response(ERROR_API[route.provider], websocket_refused(request))
     if route.api is not None:
         return await dispatch(request, route, services)
     try:
