@@ -8,9 +8,11 @@ import aiohttp
 import anthropic
 import openai
 import orjson
+from google import genai
+from google.genai import types
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.stack import ANTHROPIC_KEY, OPENAI_KEY, Stack
+from tests.proxy.stack import ANTHROPIC_KEY, GEMINI_KEY, OPENAI_KEY, Stack
 
 JSON = {"Content-Type": "application/json"}
 
@@ -46,6 +48,15 @@ def openai_sdk(stack: Stack, **headers: str) -> openai.AsyncOpenAI:
         max_retries=0,
         default_headers=headers or None,
     )
+
+
+def genai_sdk(stack: Stack, **headers: str) -> genai.Client:
+    """The google-genai client aimed at ``stack`` (Gemini API, v1beta). Keep a reference to
+    it while it is used: a collected client closes its connection pool."""
+    options = types.HttpOptions(
+        base_url=stack.base("/gemini"), api_version="v1beta", headers=headers or None
+    )
+    return genai.Client(api_key=GEMINI_KEY, http_options=options)
 
 
 def anthropic_sdk(stack: Stack, **headers: str) -> anthropic.AsyncAnthropic:

@@ -17,9 +17,9 @@ from google import genai
 from google.genai import errors, types
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import get
+from tests.proxy.helpers import genai_sdk, get
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
-from tests.proxy.stack import GEMINI_KEY, Stack
+from tests.proxy.stack import Stack
 
 pytestmark = [GENAI_AIOHTTP_WARNING]
 
@@ -42,12 +42,7 @@ def said(text: str, response_id: str) -> Reply:
 
 
 def sdk_for(stack: Stack) -> genai.Client:
-    options = types.HttpOptions(
-        base_url=stack.base("/gemini"),
-        api_version="v1beta",
-        headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
-    return genai.Client(api_key=GEMINI_KEY, http_options=options)
+    return genai_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION})
 
 
 def user(text: str) -> dict[str, Any]:

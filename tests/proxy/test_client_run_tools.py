@@ -18,13 +18,12 @@ from typing import Any
 import anthropic
 import orjson
 import pytest
-from google import genai
 from google.genai import types
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import claude_stream
+from tests.proxy.helpers import claude_stream, genai_sdk
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
-from tests.proxy.stack import ANTHROPIC_KEY, GEMINI_KEY, Stack
+from tests.proxy.stack import ANTHROPIC_KEY, Stack
 from turngate.adapters import get_adapter
 from turngate.adapters.anthropic import ADAPTER
 from turngate.proxy.stream import provider_runs_tools
@@ -130,8 +129,7 @@ async def test_gemini_computer_use_actions_reach_the_application(stack: Stack, s
         stack.upstream.reply(Reply(body=body, content_type="text/event-stream"))
     else:
         stack.upstream.reply(Reply.json(chunk))
-    options = types.HttpOptions(base_url=stack.base("/gemini"), api_version="v1beta")
-    sdk = genai.Client(api_key=GEMINI_KEY, http_options=options)
+    sdk = genai_sdk(stack)
     ask: dict[str, Any] = {
         "model": "gemini-2.5-computer-use-preview-10-2025",
         "contents": "Open the pricing page.",

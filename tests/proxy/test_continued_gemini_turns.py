@@ -20,7 +20,7 @@ from google import genai
 from google.genai import errors, types
 
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import get
+from tests.proxy.helpers import genai_sdk, get
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 from tests.proxy.stack import GEMINI_KEY, Stack
 
@@ -59,12 +59,7 @@ def streamed_hop(pieces: list[str], token: bytes | None = None) -> Reply:
 
 
 def sdk_for(stack: Stack) -> genai.Client:
-    options = types.HttpOptions(
-        base_url=stack.base("/gemini"),
-        api_version="v1beta",
-        headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
-    return genai.Client(api_key=GEMINI_KEY, http_options=options)
+    return genai_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION})
 
 
 async def kept(stack: Stack) -> dict[str, Any]:
@@ -161,12 +156,17 @@ async def test_a_history_with_only_the_first_hop_is_refused(stack: Stack):
     assert len(stack.upstream.received) == 2
 
 
-async def test_the_token_of_a_stream_that_broke_is_refused(stack: Stack):
-    # A checkpoint token seen before the stream broke: that answer was never committed.
+def broken_after_checkpoint() -> Reply:
+    """A stream that breaks after a chunk carrying a checkpoint token (``c1``)."""
     chunk = {"candidates": [{"content": {"role": "model", "parts": [{"text": "Part"}]}}]}
     chunk["candidates"][0]["continuationToken"] = base64.b64encode(b"c1").decode()
     body = b"data: " + orjson.dumps(chunk) + b"\r\n\r\n"
-    stack.upstream.replies(Reply(body=body, content_type="text/event-stream", drop_after=len(body)))
+    return Reply(body=body, content_type="text/event-stream", drop_after=len(body))
+
+
+async def test_the_token_of_a_stream_that_broke_is_refused(stack: Stack):
+    # A checkpoint token seen before the stream broke: that answer was never committed.
+    stack.upstream.replies(broken_after_checkpoint())
     url = f"{stack.base('/gemini')}/v1beta/models/{MODEL}:streamGenerateContent?alt=sse"
     headers = {"x-goog-api-key": GEMINI_KEY, "Turngate-Conversation-Id": CONVERSATION}
     async with aiohttp.ClientSession() as http:
@@ -198,16 +198,15 @@ async def test_the_sdk_resuming_a_broken_stream_raises_and_keeps_no_turn(stack: 
     # google-genai resumes a broken stream from its last checkpoint token on its own: the
     # answer it would go on from was never committed, so the application gets an error,
     # not the previews joined to the rest.
-    chunk = {"candidates": [{"content": {"role": "model", "parts": [{"text": "Part"}]}}]}
-    chunk["candidates"][0]["continuationToken"] = base64.b64encode(b"c1").decode()
-    body = b"data: " + orjson.dumps(chunk) + b"\r\n\r\n"
-    stack.upstream.replies(Reply(body=body, content_type="text/event-stream", drop_after=len(body)))
+    stack.upstream.replies(broken_after_checkpoint())
     sdk = sdk_for(stack)
-    seen: list[str] = []
-    with pytest.raises(errors.ClientError) as raised:
+
+    async def read_all() -> list[str]:
         stream = await sdk.aio.models.generate_content_stream(model=MODEL, contents=[QUESTION])
-        async for piece in stream:
-            seen.append(piece.text or "")
+        return [piece.text or "" async for piece in stream]
+
+    with pytest.raises(errors.ClientError) as raised:
+        await read_all()
     assert raised.value.code == 400
     assert "never committed" in str(raised.value)
     assert len(stack.upstream.received) == 1

@@ -13,12 +13,12 @@ import os
 
 import orjson
 import pytest
-from google import genai
 from google.genai import types
 
 from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import genai_sdk
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
-from tests.proxy.stack import GEMINI_KEY, Stack
+from tests.proxy.stack import Stack
 
 pytestmark = [GENAI_AIOHTTP_WARNING]
 
@@ -56,8 +56,7 @@ def image_stream(image: bytes) -> bytes:
 async def test_a_generated_image_reaches_the_application_whole(stack: Stack, size_mb: float):
     image = os.urandom(int(size_mb * MB))
     stack.upstream.reply(Reply(body=image_stream(image), content_type="text/event-stream"))
-    options = types.HttpOptions(base_url=stack.base("/gemini"), api_version="v1beta")
-    sdk = genai.Client(api_key=GEMINI_KEY, http_options=options)
+    sdk = genai_sdk(stack)
     stream = await sdk.aio.models.generate_content_stream(
         model="gemini-3.1-flash-image-preview",
         contents="A lighthouse at dusk.",

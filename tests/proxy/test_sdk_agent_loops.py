@@ -14,15 +14,14 @@ from typing import Any
 
 import orjson
 import pytest
-from google import genai
 from google.genai import types
 from openai.lib.responses_tool_runner import AsyncRegisteredFunction, AsyncResponsesToolRunner
 
 from tests.fixtures_dir import FIXTURES_DIR
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import get, openai_sdk
+from tests.proxy.helpers import genai_sdk, get, openai_sdk
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
-from tests.proxy.stack import GEMINI_KEY, Stack
+from tests.proxy.stack import Stack
 
 CONVERSATION = "loop-1"
 
@@ -79,12 +78,7 @@ async def test_google_genai_automatic_function_calling_in_a_chat(stack: Stack):
         ran.append(country)
         return "Paris"
 
-    options = types.HttpOptions(
-        base_url=stack.base("/gemini"),
-        api_version="v1beta",
-        headers={"Turngate-Conversation-Id": CONVERSATION},
-    )
-    sdk = genai.Client(api_key=GEMINI_KEY, http_options=options)
+    sdk = genai_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION})
     config = types.GenerateContentConfig(tools=[get_capital])
     chat = sdk.aio.chats.create(model="gemini-3-flash", config=config)
     assert (await chat.send_message("Capital of France?")).text == "Paris."

@@ -22,9 +22,9 @@ from google.genai import errors, types
 
 from tests.fixtures_dir import FIXTURES_PRESENT
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import openai_sdk
+from tests.proxy.helpers import genai_sdk, openai_sdk
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
-from tests.proxy.stack import GEMINI_KEY, Stack
+from tests.proxy.stack import Stack
 
 pytestmark = [GENAI_AIOHTTP_WARNING]
 
@@ -48,8 +48,7 @@ def gemini_answer(*parts: dict[str, Any], streamed: bool) -> Reply:
 
 
 def sdk_for(stack: Stack) -> genai.Client:
-    options = types.HttpOptions(base_url=stack.base("/gemini"), api_version="v1beta")
-    return genai.Client(api_key=GEMINI_KEY, http_options=options)
+    return genai_sdk(stack)
 
 
 async def generate(
