@@ -43,7 +43,7 @@ from turngate.adapters.template import (
     value_start,
 )
 from turngate.errors import TurngateError, UpstreamProtocolError
-from turngate.graph.assembler import MAX_NESTING, Commit
+from turngate.graph.assembler import MAX_NESTING, Commit, Output, Preview
 from turngate.graph.events import (
     BlockKind,
     BlockStart,
@@ -76,6 +76,8 @@ _TEXT_HOLES: tuple[Hole, ...] = (
 _TEMPLATES_PER_STREAM = 4
 # Array entries a partialArgs path may skip (left null) past the end of what arrived.
 _MAX_SKIPPED = 1024
+# Where a last chunk's usage rides on its finish (``_with_finish``) to the encoder.
+_USAGE = "$usageMetadata"
 # At most 9 digits in an index: int() refuses more than 4300, and no array is that long.
 _PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 
@@ -220,8 +222,12 @@ class GeminiStreamDecoder:
         content = _get(candidate, "content") if candidate else None
         parts = _get(content, "parts") if isinstance(content, dict) else None
         parts = parts if isinstance(parts, list) else []
-        pure = all(isinstance(p, dict) and _text(p) is not None for p in parts)
-        raw: bytes | None = b"" if pure else None
+        # A chunk of whole parts (no call streaming its arguments) goes out as it came, once
+        # its held parts are committed: split into frames of their own, its finish reason
+        # and usage would reach the client in chunks without content, which google-genai's
+        # chat takes for an invalid turn and leaves out of the history it sends next.
+        whole = self._streaming is None and all(_whole(p) for p in parts)
+        raw: bytes | None = b"" if whole else None
         events: list[StreamEvent] = []
         if not self._started:
             self._started = True
@@ -241,6 +247,8 @@ class GeminiStreamDecoder:
             finish = _get(candidate, "finishReason")
             if isinstance(finish, str):
                 extras = {k: v for k, v in candidate.items() if k not in ("content", "index")}
+                if not whole:
+                    _with_finish(events, extras, _get(chunk, "usageMetadata"))
                 events.append(TurnEnd(finish, native=extras, raw=raw))
         feedback = _get(chunk, "promptFeedback")
         if not candidates and isinstance(feedback, dict):
@@ -252,7 +260,7 @@ class GeminiStreamDecoder:
             events.append(UsageEvent(usage_of(usage), native=usage, raw=raw))
         # A chunk of nothing to assemble goes out as it came, unless it holds a part that
         # must wait (a call streaming its arguments: never relayed in pieces).
-        return own_frame(events, frame.raw, pure)
+        return own_frame(events, frame.raw, whole)
 
     def _part(self, part: Any, events: list[StreamEvent], raw: bytes | None) -> None:
         if not isinstance(part, dict):
@@ -486,6 +494,33 @@ _PLAIN_TEXT = (
 )
 
 
+def _with_finish(events: list[StreamEvent], extras: dict[str, Any], usage: Any) -> None:
+    """A last chunk written in frames of turngate's own (a call that streamed its arguments
+    ends in it): its parts, its finish reason and its usage go out as one chunk, the
+    finish's, as the provider sent them. A finish reason in a chunk of its own would have
+    no content, and google-genai's chat drops a turn with such a chunk from its history."""
+    finals: list[Any] = []
+    for position, event in enumerate(events):
+        if isinstance(event, BlockStop) and event.final is not None:
+            finals.append(event.final)
+            events[position] = replace(event, raw=b"")
+    if finals:
+        extras["content"] = {"parts": finals, "role": "model"}
+    if isinstance(usage, dict):
+        extras[_USAGE] = usage
+
+
+def _whole(part: Any) -> bool:
+    """A part complete in its chunk: anything but a piece of a call that streams its
+    arguments (Vertex ``streamFunctionCallArguments``)."""
+    if not isinstance(part, dict):
+        return False
+    call = _get(part, "functionCall")
+    if not isinstance(call, dict):
+        return True
+    return _get(call, "willContinue") is not True and _get(call, "partialArgs") is None
+
+
 def _text(part: Any) -> str | None:
     """The part's text when text is its only data field."""
     if not isinstance(part, dict):
@@ -617,6 +652,14 @@ class GeminiStreamEncoder(StreamEncoder):
         super().__init__(marks)
         self._envelope: dict[str, Any] = {}
         self._usage: dict[str, Any] | None = None
+        # The latest usage has not been written yet (it rides with the next frame).
+        self._unsent = False
+
+    def encode(self, output: Output) -> bytes:
+        if type(output) is Preview and type(output.event) is UsageEvent and output.event.raw:
+            # The usage went out in the provider's own chunk.
+            self._usage, self._unsent = output.event.native, False
+        return super().encode(output)
 
     def started(self, event: ResponseStart) -> None:
         self._envelope = dict(event.native or {})
@@ -631,13 +674,17 @@ class GeminiStreamEncoder(StreamEncoder):
             case TurnEnd():
                 candidate = {**(event.native or {}), "finishReason": event.stop_reason}
                 candidate.pop("promptFeedback", None)
+                usage = candidate.pop(_USAGE, None)
+                if usage is not None and usage != self._usage:
+                    self._usage, self._unsent = usage, True
                 return self._data({"candidates": [{**candidate, "index": 0}], **self._envelope})
             case UsageEvent():
-                # Every chunk repeats the usage so far: write it only when it changed.
-                if event.native == self._usage:
-                    return b""
-                self._usage = event.native
-                return self._data({"usageMetadata": event.native, **self._envelope})
+                # Every chunk repeats the usage so far. Never a chunk of its own (one without
+                # a candidate's content is an invalid turn to google-genai's chat): it rides
+                # with the next frame turngate writes.
+                if event.native != self._usage:
+                    self._usage, self._unsent = event.native, True
+                return b""
             case _:
                 return super().render(event)
 
@@ -646,6 +693,9 @@ class GeminiStreamEncoder(StreamEncoder):
         return event.raw is None and (event.native is self._usage or event.native == self._usage)
 
     def commit_held(self, commit: Commit) -> bytes:
+        if commit.stop.raw is not None:
+            # A part of a chunk relayed as it came: the chunk's frame (its last event's).
+            return commit.stop.raw
         if commit.stop.final is None:
             return super().commit_held(commit)
         return self._parts([commit.stop.final])
@@ -669,4 +719,7 @@ class GeminiStreamEncoder(StreamEncoder):
         return self._data({"candidates": [candidate], **self._envelope})
 
     def _data(self, payload: dict[str, Any]) -> bytes:
+        if self._unsent and "candidates" in payload:
+            payload["usageMetadata"] = self._usage
+            self._unsent = False
         return encode_frame(None, orjson.dumps(payload), line_end=_CRLF)
