@@ -587,3 +587,27 @@ def test_a_streamed_gemini_call_without_usage_reaches_the_client_only_whole(
     assert shown.partial == 0
     assert [name for name, _ in shown.calls] == [c.name for c in outcome.tool_calls]
     COUNTS["gemini streamed calls without usage: relayed only whole"] += len(shown.calls)
+
+
+@pytest.mark.parametrize("path", fixture_params("gemini/pai-function-call-*turn1.sse"))
+def test_a_gemini_chunk_with_a_refused_call_is_never_relayed(path: Path) -> None:
+    # A chunk of whole parts goes out as the provider sent it, once its calls are committed;
+    # a call that breaks its schema fails the stream first, and nothing of its chunk (the
+    # text beside the call included) reaches the client.
+    frames = [f for f in faults.split_frames(path.read_bytes()) if isinstance(f.data, dict)]
+    calls = [
+        part["functionCall"]["name"]
+        for frame in frames
+        for candidate in frame.data.get("candidates") or []
+        for part in (candidate.get("content") or {}).get("parts") or []
+        if "functionCall" in part
+    ]
+    assert calls
+    # Every call's schema asks for an argument no recorded call carries.
+    strict = {"type": "object", "required": ["__never_sent__"]}
+    stream = StreamRelay("gemini", tools=dict.fromkeys(calls, strict))
+    out = stream.feed(path.read_bytes())
+    tail, outcome = stream.finish()
+    assert isinstance(outcome, StreamFailed)
+    assert client_calls("gemini", out + tail).calls == []
+    assert b"functionCall" not in out + tail
