@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import orjson
 import pytest
 
 from tests.proxy.fake_upstream import Reply
@@ -73,3 +74,52 @@ async def test_a_call_that_breaks_the_inline_definition_is_refused(stack: Stack,
     with pytest.raises((anthropic.APIStatusError, anthropic.APIError)) as raised:
         await ask(stack, streamed)
     assert "breaks its schema" in str(raised.value)
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["plain", "conversation"])
+async def test_the_tool_runner_changes_its_tools_mid_run(stack: Stack, conversation: bool):
+    # runner.add_tools() / remove_tools(): the changes go with the next request, in a system
+    # message after the tool results (in the thread's continue, which sends no tools).
+    answers = [
+        message([{"type": "tool_use", "id": "toolu_1", "name": "lookup_order", "input": {}}]),
+        message([{"type": "tool_use", "id": "toolu_2", "name": "refund", "input": {"order": "A"}}]),
+        message([{"type": "text", "text": "Refunded."}]),
+    ]
+    answers[0]["stop_reason"] = answers[1]["stop_reason"] = "tool_use"
+    answers[0]["id"], answers[1]["id"], answers[2]["id"] = "msg_1", "msg_2", "msg_3"
+    stack.upstream.replies(*(Reply.json(a) for a in answers))
+    ran: list[str] = []
+
+    @anthropic.beta_async_tool
+    async def lookup_order() -> str:
+        """Look the order up."""
+        ran.append("lookup_order")
+        return "order A, paid"
+
+    @anthropic.beta_async_tool
+    async def refund(order: str) -> str:
+        """Refund an order."""
+        ran.append(f"refund {order}")
+        return "done"
+
+    headers = {"Turngate-Conversation-Id": "tool-changes-1"} if conversation else {}
+    async with anthropic_sdk(stack, **headers) as sdk:
+        runner = sdk.beta.messages.tool_runner(
+            model="claude-opus-4-6",
+            max_tokens=1024,
+            betas=["inline-tools-2026-09-15"],
+            tools=[lookup_order],
+            messages=[{"role": "user", "content": "Refund order A if it was paid."}],
+        )
+        async for reply in runner:
+            if reply.id == "msg_1":
+                runner.add_tools(refund)
+            elif reply.id == "msg_2":
+                runner.remove_tools(lookup_order)
+    assert ran == ["lookup_order", "refund A"]
+    later = [orjson.loads(r.body)["messages"] for r in stack.upstream.received[1:]]
+    assert [[m["role"] for m in messages] for messages in later] == [["user", "system"]] * 2
+    assert [[b["type"] for b in messages[1]["content"]] for messages in later] == [
+        ["tool_addition"],
+        ["tool_removal"],
+    ]

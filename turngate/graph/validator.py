@@ -252,7 +252,12 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
                     )
                 )
     if isinstance(block, SnippetBlock | CompressionBlock):
-        if block.scope != block.role or message.role in ("system", "developer"):
+        # A compressed history or a snippet never gains an instruction's authority. A client's
+        # directive noted in its place (a tool change: the anthropic SDK sends them in a
+        # system message) carries no content to gain it.
+        directive = isinstance(block, CompressionBlock) and not block.compaction
+        instructions = message.role in ("system", "developer") and not directive
+        if block.scope != block.role or instructions:
             out.append(
                 violation(
                     SCOPE_CROSSING,
