@@ -110,6 +110,57 @@ def test_the_provider_runs_none_of_them(tool: dict[str, Any], arguments: dict[st
     assert provider_runs_tools(with_search)
 
 
+# Anthropic-defined toolsets: one ``tools[]`` entry, no name, declares a family whose members
+# the model calls by name, with ``toolset_name`` (anthropic.tools.browser / .computer run them).
+TOOLSETS = [
+    ({"type": "browser_toolset_20260801"}, "navigate", "browser", {"url": "https://example.com"}),
+    ({"type": "computer_toolset_20260801"}, "screenshot", "computer", {}),
+]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize(
+    ("tool", "member", "family", "arguments"), TOOLSETS, ids=["browser", "computer"]
+)
+async def test_a_call_to_an_anthropic_toolset_member_reaches_the_application(
+    stack: Stack,
+    tool: dict[str, Any],
+    member: str,
+    family: str,
+    arguments: dict[str, Any],
+    streamed: bool,
+):
+    block = {"type": "tool_use", "id": "toolu_01T", "name": member, "input": arguments}
+    answer = {
+        "id": "msg_toolset",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-opus-4-7",
+        "content": [{**block, "toolset_name": family}],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 900, "output_tokens": 40},
+    }
+    stack.upstream.reply(claude_stream(answer) if streamed else Reply.json(answer))
+    async with anthropic.AsyncAnthropic(
+        api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), max_retries=0
+    ) as sdk:
+        ask: dict[str, Any] = {
+            "model": "claude-opus-4-7",
+            "max_tokens": 1024,
+            "tools": [tool],
+            "messages": [{"role": "user", "content": "Go ahead."}],
+        }
+        if streamed:
+            async with sdk.beta.messages.stream(**ask) as stream:
+                message = await stream.get_final_message()
+        else:
+            message = await sdk.beta.messages.create(**ask)
+    (got,) = message.content
+    assert got.type == "tool_use"
+    assert (got.name, got.toolset_name, got.input) == (member, family, arguments)
+
+
 COMPUTER = types.Tool(
     computer_use=types.ComputerUse(environment=types.Environment.ENVIRONMENT_BROWSER)
 )

@@ -50,8 +50,9 @@ class Capabilities:
     # ``computerUse``): its calls are the client's, as a function's, checked as one JSON
     # object against no schema turngate holds.
     client_tool_types: tuple[str, ...] = ()
-    # Hosted tool kinds whose calls carry names of the provider's choosing, declared nowhere
-    # in the request (Gemini ``computerUse``: ``click_at``, ``type_text_at``...).
+    # Prefixes of the kind of a hosted tool whose calls carry names of the provider's
+    # choosing, declared nowhere in the request (Gemini ``computerUse``: ``click_at``,
+    # ``type_text_at``...; an Anthropic toolset's members: ``navigate``...).
     predefined_calls_by: tuple[str, ...] = ()
 
     def runs_on_client(self, tool: ToolDef) -> bool:
@@ -60,7 +61,12 @@ class Capabilities:
         return kind is not None and kind.startswith(self.client_tool_types)
 
     def brings_predefined_calls(self, tool: ToolDef) -> bool:
-        return hosted_kind(tool) in self.predefined_calls_by
+        kind = hosted_kind(tool)
+        return (
+            kind is not None
+            and bool(self.predefined_calls_by)
+            and (kind.startswith(self.predefined_calls_by))
+        )
 
 
 def hosted_kind(tool: ToolDef) -> str | None:

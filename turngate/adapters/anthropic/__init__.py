@@ -32,7 +32,10 @@ CAPABILITIES = Capabilities(
     ),
     # Anthropic-defined client tools, called with tool_use and run by the application;
     # its server tools (web_search_*, web_fetch_*, code_execution_*, tool_search_*) are not.
-    client_tool_types=("bash_", "text_editor_", "computer_", "memory_"),
+    client_tool_types=("bash_", "text_editor_", "computer_", "memory_", "browser_toolset_"),
+    # A toolset (one ``tools[]`` entry, no name) declares a family whose members the model
+    # calls by their own names, with ``toolset_name`` on the tool_use.
+    predefined_calls_by=("browser_toolset_", "computer_toolset_"),
 )
 
 
