@@ -199,6 +199,7 @@ async def test_gemini_computer_use_actions_reach_the_application(stack: Stack, s
     ("kind", "client_run"),
     [
         ({"type": "computer_use_preview", "display_width": 1024, "display_height": 768}, True),
+        ({"type": "computer"}, True),  # the GA computer tool (openai.lib.computer runs it)
         ({"type": "local_shell"}, True),
         ({"type": "apply_patch"}, True),
         ({"type": "web_search"}, False),

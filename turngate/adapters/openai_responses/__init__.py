@@ -32,7 +32,7 @@ CAPABILITIES = Capabilities(
     tools_held_by=("prompt",),
     # Tools OpenAI defines and the application runs (computer_call, local_shell_call,
     # apply_patch_call items). ``shell`` is left out: it may run in OpenAI's container.
-    client_tool_types=("computer_use", "local_shell", "apply_patch"),
+    client_tool_types=("computer", "local_shell", "apply_patch"),
 )
 
 
