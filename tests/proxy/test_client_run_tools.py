@@ -47,8 +47,8 @@ CLIENT_TOOLS = [
 ]
 
 
-def tool_use_answer(name: str, arguments: dict[str, Any], streamed: bool) -> Reply:
-    block = {"type": "tool_use", "id": "toolu_01A", "name": name, "input": arguments}
+def tool_use_answer(name: str, arguments: dict[str, Any], streamed: bool, **fields: Any) -> Reply:
+    block = {"type": "tool_use", "id": "toolu_01A", "name": name, "input": arguments, **fields}
     message = {
         "id": "msg_client_tool",
         "type": "message",
@@ -68,6 +68,12 @@ async def test_a_call_to_an_anthropic_client_tool_reaches_the_application(
     stack: Stack, tool: dict[str, Any], arguments: dict[str, Any], streamed: bool
 ):
     stack.upstream.reply(tool_use_answer(tool["name"], arguments, streamed))
+    block = await the_call(stack, tool, streamed)
+    assert (block.name, block.input) == (tool["name"], arguments)
+
+
+async def the_call(stack: Stack, tool: dict[str, Any], streamed: bool) -> Any:
+    """The one tool_use block the anthropic SDK's beta client gets back, asked with ``tool``."""
     async with anthropic.AsyncAnthropic(
         api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), max_retries=0
     ) as sdk:
@@ -78,13 +84,13 @@ async def test_a_call_to_an_anthropic_client_tool_reaches_the_application(
             "messages": [{"role": "user", "content": "Go ahead."}],
         }
         if streamed:
-            async with sdk.messages.stream(**ask) as stream:
+            async with sdk.beta.messages.stream(**ask) as stream:
                 message = await stream.get_final_message()
         else:
-            message = await sdk.messages.create(**ask)
+            message = await sdk.beta.messages.create(**ask)
     (block,) = message.content
     assert block.type == "tool_use"
-    assert (block.name, block.input) == (tool["name"], arguments)
+    return block
 
 
 @pytest.mark.parametrize(("tool", "arguments"), CLIENT_TOOLS, ids=lambda v: v.get("name", ""))
@@ -130,34 +136,8 @@ async def test_a_call_to_an_anthropic_toolset_member_reaches_the_application(
     arguments: dict[str, Any],
     streamed: bool,
 ):
-    block = {"type": "tool_use", "id": "toolu_01T", "name": member, "input": arguments}
-    answer = {
-        "id": "msg_toolset",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-opus-4-7",
-        "content": [{**block, "toolset_name": family}],
-        "stop_reason": "tool_use",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 900, "output_tokens": 40},
-    }
-    stack.upstream.reply(claude_stream(answer) if streamed else Reply.json(answer))
-    async with anthropic.AsyncAnthropic(
-        api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), max_retries=0
-    ) as sdk:
-        ask: dict[str, Any] = {
-            "model": "claude-opus-4-7",
-            "max_tokens": 1024,
-            "tools": [tool],
-            "messages": [{"role": "user", "content": "Go ahead."}],
-        }
-        if streamed:
-            async with sdk.beta.messages.stream(**ask) as stream:
-                message = await stream.get_final_message()
-        else:
-            message = await sdk.beta.messages.create(**ask)
-    (got,) = message.content
-    assert got.type == "tool_use"
+    stack.upstream.reply(tool_use_answer(member, arguments, streamed, toolset_name=family))
+    got = await the_call(stack, tool, streamed)
     assert (got.name, got.toolset_name, got.input) == (member, family, arguments)
 
 
