@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestServer
 
 from tests.proxy.fake_upstream import FakeUpstream
 from tests.proxy.stack import Stack
+from tests.state.redis_server import key_prefix, redis_url
 from turngate.proxy.app import create_app
 from turngate.proxy.logs import AccessLogger, access_log
 from turngate.proxy.upstream import UpstreamTimeouts
@@ -65,9 +66,26 @@ def make_stack(aiohttp_server: Any, tmp_path: Path) -> StackFactory:
     return make
 
 
+async def stack_on(store: str, make_stack: StackFactory, tmp_path: Path) -> Stack:
+    """A stack on ``store``: memory, sqlite (a file of the test's own) or redis (the test
+    session's server, keys of the test's own)."""
+    if store == "sqlite":
+        return await make_stack(state=f"sqlite://{tmp_path / 'state.db'}")
+    if store == "redis":
+        return await make_stack(state=f"{redis_url()}?key_prefix={key_prefix(tmp_path)}")
+    return await make_stack()
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 async def stack(request: pytest.FixtureRequest, make_stack: StackFactory, tmp_path: Path) -> Stack:
     """The default stack, once on each embedded store."""
-    if request.param == "sqlite":
-        return await make_stack(state=f"sqlite://{tmp_path / 'state.db'}")
-    return await make_stack()
+    return await stack_on(request.param, make_stack, tmp_path)
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def every_store_stack(
+    request: pytest.FixtureRequest, make_stack: StackFactory, tmp_path: Path
+) -> Stack:
+    """The stack once on each store, Redis too: for conversations whose turns come from what
+    the store kept (continued turns)."""
+    return await stack_on(request.param, make_stack, tmp_path)

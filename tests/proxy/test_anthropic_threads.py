@@ -22,6 +22,13 @@ from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import anthropic_sdk, claude_stream, get
 from tests.proxy.stack import Stack
 
+
+@pytest.fixture
+def stack(every_store_stack: Stack) -> Stack:
+    """Continued turns start from the answers the store kept: every store, Redis too."""
+    return every_store_stack
+
+
 CONVERSATION = "thread-1"
 MODEL = "claude-sonnet-4-5"
 QUESTION = {"role": "user", "content": "What are the capitals of France and Spain?"}

@@ -26,6 +26,13 @@ from tests.proxy.stack import GEMINI_KEY, Stack
 
 pytestmark = [GENAI_AIOHTTP_WARNING]
 
+
+@pytest.fixture
+def stack(every_store_stack: Stack) -> Stack:
+    """Continued turns start from the answers the store kept: every store, Redis too."""
+    return every_store_stack
+
+
 CONVERSATION = "continued-1"
 MODEL = "gemini-3-flash"
 QUESTION = {"role": "user", "parts": [{"text": "Write the whole report."}]}
