@@ -15,6 +15,7 @@ from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, load_json
 from tests.graph.test_validator_table import TABLE
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import CHAT_ANSWER
 from tests.proxy.sdk_support import MODES, call, consume, requires_adapter, sdk_kwargs
 from tests.proxy.stack import OPENAI_KEY, Stack
 
@@ -230,3 +231,48 @@ async def test_responses_invalid_sequences_raise_bad_request_and_send_nothing(
     assert rule in str(raised.value)
     assert client.stack.upstream.received == []
     COUNTS["SDK refusals with zero upstream sends (openai responses)"] += 1
+
+
+async def test_a_streamed_audio_answer_reaches_the_sdk_and_is_the_next_history(stack: Stack):
+    # gpt-4o-audio: the answer streams its audio (data, transcript) in ``delta.audio``; the
+    # next request names that audio by id alone, as after a non-streamed answer.
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "chatcmpl-audio", "object": "chat.completion.chunk", "created": 1}
+        body |= {"model": "gpt-4o-audio-preview", "choices": [choice]}
+        return b"data: " + orjson.dumps(body) + b"\n\n"
+
+    frames = [
+        chunk({"role": "assistant", "audio": {"id": "audio_abc", "transcript": "Hel"}}),
+        chunk({"audio": {"data": "UklGRiQAAABXQVZF", "transcript": "lo."}}),
+        chunk({"audio": {"expires_at": 1_900_000_000}}),
+        chunk({}, "stop"),
+    ]
+    streamed = Reply(body=b"".join(frames) + b"data: [DONE]\n\n", content_type="text/event-stream")
+    stack.upstream.replies(streamed, CHAT_ANSWER)
+    headers = {"Turngate-Conversation-Id": "audio-1"}
+    sdk = openai.AsyncOpenAI(
+        api_key=OPENAI_KEY,
+        base_url=stack.base("/openai/v1"),
+        max_retries=0,
+        default_headers=headers,
+    )
+    asked: dict[str, Any] = {
+        "model": "gpt-4o-audio-preview",
+        "modalities": ["text", "audio"],
+        "audio": {"voice": "alloy", "format": "pcm16"},
+    }
+    question = {"role": "user", "content": "Say hello."}
+    transcript, audio_id = "", None
+    async with sdk:
+        stream = await sdk.chat.completions.create(**asked, messages=[question], stream=True)
+        async for piece in stream:
+            audio = getattr(piece.choices[0].delta, "audio", None) if piece.choices else None
+            if audio:
+                transcript += audio.transcript or ""
+                audio_id = audio.id or audio_id
+        assert (transcript, audio_id) == ("Hello.", "audio_abc")
+        history = [question, {"role": "assistant", "audio": {"id": audio_id}}]
+        history.append({"role": "user", "content": "Again."})
+        await sdk.chat.completions.create(**asked, messages=history)
+    assert len(stack.upstream.received) == 2

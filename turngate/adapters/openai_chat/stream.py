@@ -252,12 +252,14 @@ class ChatStreamDecoder:
             if isinstance(calls, list):
                 for call in calls:
                     self._call(call, events, raw)
-            for legacy in ("function_call", "audio"):
-                if delta.get(legacy):
-                    raise UpstreamProtocolError(
-                        f"chat stream carries '{legacy}', which turngate does not model",
-                        rule="unknown_kind",
-                    )
+            # An audio answer's ``audio`` deltas (data, transcript, id) go out as they came:
+            # no block of the turn, as a non-streamed answer's ``message.audio`` is none (a
+            # later history names it by id alone).
+            if delta.get("function_call"):
+                raise UpstreamProtocolError(
+                    "chat stream carries 'function_call', which turngate does not model",
+                    rule="unknown_kind",
+                )
         finish = choice.get("finish_reason")
         if isinstance(finish, str):
             for index in sorted(set(self._counts) - self._stopped):
