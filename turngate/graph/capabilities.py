@@ -62,11 +62,7 @@ class Capabilities:
 
     def brings_predefined_calls(self, tool: ToolDef) -> bool:
         kind = hosted_kind(tool)
-        return (
-            kind is not None
-            and bool(self.predefined_calls_by)
-            and (kind.startswith(self.predefined_calls_by))
-        )
+        return kind is not None and kind.startswith(self.predefined_calls_by)
 
 
 def hosted_kind(tool: ToolDef) -> str | None:

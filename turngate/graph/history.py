@@ -86,20 +86,21 @@ def history_turns(seq: MessageSequence) -> list[HistoryTurn]:
 
 def only_compactions(blocks: Sequence[AnyBlock]) -> bool:
     """Blocks that are all compactions (and some): a run that stands for earlier turns."""
-    return bool(blocks) and all(_is_compaction(b) for b in blocks)
+    return bool(blocks) and all(is_compaction(b) for b in blocks)
 
 
 def compacted(seq: MessageSequence) -> bool:
     """A history holding a compaction: what came before it may have been left out."""
     return any(
-        _is_compaction(b)
+        is_compaction(b)
         for message in seq.messages
         if message.role == "assistant"
         for b in message.blocks
     )
 
 
-def _is_compaction(block: AnyBlock) -> bool:
+def is_compaction(block: AnyBlock) -> bool:
+    """The provider's compaction of what came before it (not a note in an item's place)."""
     return isinstance(block, CompressionBlock) and block.compaction
 
 

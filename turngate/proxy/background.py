@@ -45,6 +45,7 @@ from turngate.errors import (
 )
 from turngate.graph.model import MessageSequence
 from turngate.graph.schema_check import OpenToolset, ToolSchemas
+from turngate.graph.turn import AssistantTurn
 from turngate.proxy.dispatch import CONVERSATION_HEADER
 from turngate.proxy.errors import error_response
 from turngate.proxy.recovery import quarantine
@@ -129,10 +130,8 @@ async def settle(
     if body.get("status") not in WITH_TURN:
         await _over(services, record, f"the provider says the response is {body.get('status')}")
         return None
-    adapter = get_adapter("openai_responses")
     try:
-        turn = adapter.parse_response(body)
-        check_turn(turn, _echoed_schemas(services, _echoed_tools(body)), adapter.capabilities)
+        turn = _retrieved_turn(services, body)
     except TurngateError as exc:
         await quarantine(services, record, {"reason": exc.rule, "handle": handle})
         await _over(services, record, REFUSED.format(rule=exc.rule))
@@ -195,19 +194,14 @@ def checked_retrieval(services: Services, handle: str, data: bytes) -> TurngateE
     body = _response(data)
     if body is None or body.get("id") != handle or body.get("status") not in WITH_TURN:
         return None
-    tools = _echoed_tools(body)
     model = body.get("model")
     policy = services.policy_for("openai_responses", model if isinstance(model, str) else None)
     if policy.mode != "enforce":
         # Only calls are checked here, and a request with tools is shadowed in every other
         # mode (policies.modes).
         return None
-    adapter = get_adapter("openai_responses")
     try:
-        turn = adapter.parse_response(body)
-        if turn.tool_calls:
-            schemas = _echoed_schemas(services.for_route(policy), tools)
-            check_turn(turn, schemas, adapter.capabilities)
+        _retrieved_turn(services.for_route(policy), body)
     except TurngateError as exc:
         log.warning("retrieved response %s refused: %s", handle, exc.rule)
         return exc
@@ -220,6 +214,16 @@ def _response(data: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def _retrieved_turn(services: Services, body: dict[str, Any]) -> AssistantTurn:
+    """A retrieved response's turn, its calls checked against the tools it echoes (a
+    ``TurngateError`` for the first that cannot be committed)."""
+    adapter = get_adapter("openai_responses")
+    turn = adapter.parse_response(body)
+    if turn.tool_calls:
+        check_turn(turn, _echoed_schemas(services, _echoed_tools(body)), adapter.capabilities)
+    return turn
 
 
 def _echoed_tools(body: dict[str, Any]) -> MessageSequence | None:

@@ -31,6 +31,7 @@ the server holds: the answer continues that turn (``resumed_run``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -59,13 +60,7 @@ class UnknownContinuation(LocalError):
 
 def continuation_token(seq: MessageSequence) -> str | None:
     """The token a Gemini request goes on with, if any."""
-    if seq.api != "gemini":
-        return None
-    for field in TOKEN_FIELDS:
-        token = seq.envelope.get(field)
-        if isinstance(token, str) and token:
-            return token
-    return None
+    return _token_in(seq.envelope) if seq.api == "gemini" else None
 
 
 def resumes_held_turn(seq: MessageSequence) -> bool:
@@ -191,10 +186,13 @@ def _token_of(chunk: Any) -> str | None:
     if not isinstance(candidates, list) or not candidates:
         return None
     candidate = candidates[0]
-    if not isinstance(candidate, dict):
-        return None
+    return _token_in(candidate) if isinstance(candidate, dict) else None
+
+
+def _token_in(fields: Mapping[str, Any]) -> str | None:
+    """The token under either spelling (the REST API's camelCase, or snake_case)."""
     for field in TOKEN_FIELDS:
-        token = candidate.get(field)
+        token = fields.get(field)
         if isinstance(token, str) and token:
             return token
     return None

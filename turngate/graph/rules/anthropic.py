@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from turngate.graph.history import is_compaction
 from turngate.graph.model import (
     AnyBlock,
-    CompressionBlock,
     Message,
     MessageSequence,
     ReasoningBlock,
@@ -91,12 +91,7 @@ def first_message_user(seq: MessageSequence) -> list[Violation]:
 
 def _opens_with_compaction(message: Message) -> bool:
     """A compaction request's answer, sent first in place of the messages it summarizes."""
-    return (
-        message.role == "assistant"
-        and bool(message.blocks)
-        and isinstance(message.blocks[0], CompressionBlock)
-        and message.blocks[0].compaction
-    )
+    return message.role == "assistant" and bool(message.blocks) and is_compaction(message.blocks[0])
 
 
 @rule(EMPTY_CONTENT)
