@@ -8,6 +8,7 @@ request declaring each tool the stream calls with ``{"type": "object"}``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -48,12 +49,14 @@ TERMINATORS = {
 
 
 class RecordingStore:
-    """A store that remembers each operation it claimed; ``refuse`` makes a transition fail."""
+    """A store that remembers each operation it claimed; ``refuse`` makes a transition fail,
+    ``slow`` takes that many seconds over one (the event loop runs on meanwhile)."""
 
     def __init__(self, inner: StateStore) -> None:
         self.inner = inner
         self.claimed: list[str] = []
         self.refuse: set[Transition] = set()
+        self.slow: dict[Transition, float] = {}
 
     async def open(self) -> None:
         await self.inner.open()
@@ -110,6 +113,8 @@ class RecordingStore:
     ) -> OperationRecord:
         if transition in self.refuse or (sent and Transition.SEND in self.refuse):
             raise ConnectionError(f"refused {transition} for the test")
+        if transition in self.slow:
+            await asyncio.sleep(self.slow[transition])
         return await self.inner.transition(
             operation_id, transition, now=now, handle=handle, detail=detail, sent=sent
         )

@@ -273,6 +273,27 @@ async def test_a_dropped_background_stream_is_resumed_invisibly(
     COUNTS["proxy recovery: background streams resumed invisibly"] += 1
 
 
+async def test_a_drop_that_came_with_the_bytes_before_it_is_resumed(
+    stream_stack: StackFactory,
+) -> None:
+    """aiohttp raises a dropped connection before it hands out what it had buffered of the
+    body. A proxy busy while both arrive (here the store's STREAM write takes a while) must
+    still read those bytes: they hold the handle a resume needs."""
+    path = RESUMABLE[0].values[0]
+    assert isinstance(path, Path)
+    data = path.read_bytes()
+    stack = await stream_stack()
+    stack.store.slow = {Transition.STREAM: 0.3}
+    stack.upstream.script(Script(data, cut=len(data) // 2, end="fin"))
+    stack.upstream.resume_from = data
+    run = await stack.post("openai_responses", _background(path))
+    (record,) = await stack.store.records()
+    assert (run.status, run.broken) == (200, False)
+    assert run.body == clean_relay("openai_responses", data)
+    assert [r.method for r in stack.upstream.received] == ["POST", "GET"]
+    assert record.state is DispatchState.COMMITTED
+
+
 @pytest.mark.parametrize("status", [404, 500])
 async def test_a_failed_resume_ends_in_the_error_event(
     stream_stack: StackFactory, status: int

@@ -361,11 +361,19 @@ class StreamSession:
         except TRANSPORT_ERRORS as exc:
             received = _arrived(upstream, received)
             log.info("upstream stream broke (%s) after %d bytes", type(exc).__name__, received)
-            return Stop.DROPPED, received
+        else:
+            return Stop.EOF, _arrived(upstream, received)
         finally:
             if watch is not None:
                 watch.stop()
-        return Stop.EOF, _arrived(upstream, received)
+        # What came before the drop is relayed all the same: a background stream's handle in
+        # it is what a resume needs.
+        left = _buffered(upstream)
+        if left:
+            stop = await self._step(owner, left)
+            if stop is not None:
+                return stop, received
+        return Stop.DROPPED, received
 
     async def _step(self, owner: StreamOwner, data: bytes) -> Stop | None:
         """Relay one piece of the upstream's bytes; a ``Stop`` when reading ends here."""
@@ -591,6 +599,18 @@ async def _finish_body(upstream: aiohttp.ClientResponse) -> None:
                 left -= len(chunk)
     except TRANSPORT_ERRORS:
         return
+
+
+def _buffered(upstream: aiohttp.ClientResponse) -> bytes:
+    """What aiohttp holds of the body once the connection dropped: ``readany`` raises the
+    drop before handing it out, though the provider sent it (all of a short stream, when
+    the process was too busy to read before the drop came). Read past the exception with
+    aiohttp's own private reader; nothing where it is not there."""
+    content = upstream.content
+    try:
+        return content._read_nowait(-1) if content._buffer else b""
+    except Exception:
+        return b""
 
 
 def _arrived(upstream: aiohttp.ClientResponse, read: int) -> int:
