@@ -17,7 +17,8 @@ A body is written one SSE frame per write, like a real stream. ``cut`` keeps onl
 ``gate_at`` + ``gate`` pause the body after ``gate_at`` bytes until the event is set (a
 stalled or late stream). ``resume_from`` answers the Responses resume GET with the events
 of that recording after ``starting_after`` (``replay`` earlier events again, as a server
-that resumes from a checkpoint would: turngate must de-duplicate them).
+that resumes from a checkpoint would: turngate must de-duplicate them). ``retrievals``, when
+it holds scripts, answers those GETs first, one script each.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class ScriptedUpstream:
         self.resume_from: bytes | None = None
         self.replay = 0
         self.resume_status = 200
+        self.retrievals: deque[Script] = deque()
         # Set for each connection whose body was cut off, once its last byte was handed on.
         self.finished = 0
         # The client port of each request: the same port again is a reused connection.
@@ -89,7 +91,11 @@ class ScriptedUpstream:
         )
         found = _RESUME.fullmatch(request.path)
         if request.method == "GET" and found and request.query.get("stream") == "true":
-            script = self._resume_script(int(request.query.get("starting_after", "-1")))
+            script = (
+                self.retrievals.popleft()
+                if self.retrievals
+                else self._resume_script(int(request.query.get("starting_after", "-1")))
+            )
         else:
             script = self.scripts.popleft() if self.scripts else self.default
         return await self._write(request, script)

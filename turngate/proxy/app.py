@@ -42,6 +42,7 @@ from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
 from turngate.proxy.observe import install_telemetry
 from turngate.proxy.recovery import recovery_loop, unknown_at_start
+from turngate.proxy.retrieved_stream import retrieve_stream, streamed_handle
 from turngate.proxy.routes import ERROR_API, match, prefixes
 from turngate.proxy.services import DEFAULT_ADAPTERS, Services
 from turngate.proxy.shadow import read_report
@@ -275,6 +276,9 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
         handle = retrieved_handle(request, route)
         if handle is not None:
             return await retrieve(request, route, services, handle)
+        handle = streamed_handle(request, route)
+        if handle is not None:
+            return await retrieve_stream(request, route, services, handle)
         return await relay(request, route, services.session)
     except TurngateError as exc:  # the client's body stalled: 408
         return error_response(ERROR_API[route.provider], exc)

@@ -22,7 +22,7 @@ A retrieval that names no conversation has no attempt waiting for it (its create
 committed when accepted), but the calls it carries reach the application all the same: a
 response that is over with its turn has them checked as any answer's when the route's
 policy enforces, and one that cannot be committed is refused, at every retrieval. Streamed
-retrievals (``?stream=true``) are relayed unchanged, as every unparsed route is.
+retrievals (``?stream=true``) are retrieved_stream.py's.
 """
 
 from __future__ import annotations
@@ -128,13 +128,13 @@ async def settle(
             return await refused_before(services, conversation_id, handle)
         return None
     if body.get("status") not in WITH_TURN:
-        await _over(services, record, f"the provider says the response is {body.get('status')}")
+        await ended(services, record, f"the provider says the response is {body.get('status')}")
         return None
     try:
         turn = _retrieved_turn(services, body)
     except TurngateError as exc:
         await quarantine(services, record, {"reason": exc.rule, "handle": handle})
-        await _over(services, record, REFUSED.format(rule=exc.rule))
+        await ended(services, record, REFUSED.format(rule=exc.rule))
         return exc
     expires_at = services.clock() + services.settings.replay_ttl
     kept = StoredResponse(200, "application/json", data, False, expires_at)
@@ -222,7 +222,7 @@ def _retrieved_turn(services: Services, body: dict[str, Any]) -> AssistantTurn:
     adapter = get_adapter("openai_responses")
     turn = adapter.parse_response(body)
     if turn.tool_calls:
-        check_turn(turn, _echoed_schemas(services, _echoed_tools(body)), adapter.capabilities)
+        check_turn(turn, echoed_schemas(services, body), adapter.capabilities)
     return turn
 
 
@@ -240,17 +240,19 @@ def _echoed_tools(body: dict[str, Any]) -> MessageSequence | None:
         return None
 
 
-def _echoed_schemas(services: Services, tools: MessageSequence | None) -> ToolSchemas | None:
-    """What the retrieved calls are checked against; None checks them for completeness only.
-    The echo holds the request's tools, not those its history loaded (a client-run tool
-    search's output): a call to a tool the echo does not name is checked as one JSON
-    object."""
+def echoed_schemas(services: Services, body: dict[str, Any]) -> ToolSchemas | None:
+    """What a retrieved response's calls are checked against; None checks them for
+    completeness only. The echo holds the request's tools, not those its history loaded (a
+    client-run tool search's output): a call to a tool the echo does not name is checked as
+    one JSON object."""
+    tools = _echoed_tools(body)
     if tools is None:
         return None
     return OpenToolset(call_schemas(tools, services.schemas))
 
 
-async def _over(services: Services, record: OperationRecord, why: str) -> None:
+async def ended(services: Services, record: OperationRecord, why: str) -> None:
+    """The attempt is over without a turn: FAILED (SETTLED from UNKNOWN)."""
     transition = Transition.SETTLE if record.state is DispatchState.UNKNOWN else Transition.FAIL
     try:
         moved = await services.store.transition(

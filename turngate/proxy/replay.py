@@ -291,8 +291,10 @@ class RecordedStream(StreamSession):
             else:
                 recorded += data
 
-    async def relay_attempt(self, owner: StreamOwner, upstream: Any) -> StreamEnd:
-        end = await super().relay_attempt(owner, upstream)
+    async def relay_attempt(
+        self, owner: StreamOwner, upstream: Any, head: bytes = b""
+    ) -> StreamEnd:
+        end = await super().relay_attempt(owner, upstream, head)
         if end is StreamEnd.COMMITTED and not self.plan.observe_only:
             self.committed_by = owner.headers["Turngate-Operation-Id"]
         return end

@@ -64,10 +64,11 @@ class Services:
     def policy_for(self, api: ApiName, model: str | None) -> Policy:
         return self.policies.policy_for(api, model)
 
-    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+    def in_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self.pending.add(task)
         task.add_done_callback(self.pending.discard)
+        return task
 
     async def drain(self) -> None:
         while self.pending:

@@ -250,14 +250,15 @@ class StreamSession:
     # --- one attempt ----------------------------------------------------------------------
 
     async def relay_attempt(
-        self, owner: StreamOwner, upstream: aiohttp.ClientResponse
+        self, owner: StreamOwner, upstream: aiohttp.ClientResponse, head: bytes = b""
     ) -> StreamEnd:
+        """Relay ``upstream``'s body; ``head``: its first bytes, already read by the caller."""
         self._status, self._reason = upstream.status, upstream.reason
         self._headers = inbound_headers(upstream.headers)
         self._headers.update(owner.headers)
         self._bound = None
         try:
-            stop, received = await self._pumped(owner, upstream)
+            stop, received = await self._pumped(owner, upstream, head)
             ended = stop
             while stop in (Stop.DROPPED, Stop.EOF) and self._may_resume():
                 resumed = await self._reconnect(owner)
@@ -292,16 +293,22 @@ class StreamSession:
         await self._write(self.relay.restart(generation))
 
     async def _pumped(
-        self, owner: StreamOwner, upstream: aiohttp.ClientResponse
+        self, owner: StreamOwner, upstream: aiohttp.ClientResponse, head: bytes = b""
     ) -> tuple[Stop, int]:
         """``_pump`` as a task of its own: the wait for each chunk suspends and resumes the
         pump's frames only, not the dozen of the handler's that await the stream (the
         middlewares, the dispatch, the attempt); about a tenth of the relay's CPU per paced
         chunk (docs/performance.md). Cancelling the handler cancels the task it awaits."""
-        return await asyncio.ensure_future(self._pump(owner, upstream))
+        return await asyncio.ensure_future(self._pump(owner, upstream, head))
 
-    async def _pump(self, owner: StreamOwner, upstream: aiohttp.ClientResponse) -> tuple[Stop, int]:
-        received = 0
+    async def _pump(
+        self, owner: StreamOwner, upstream: aiohttp.ClientResponse, head: bytes = b""
+    ) -> tuple[Stop, int]:
+        received = len(head)
+        if head:
+            stop = await self._step(owner, head)
+            if stop is not None:
+                return stop, received
         relay, previews = self.relay, self._previews
         watch = IdleWatch.take_over(upstream)
         clock = asyncio.get_running_loop().time
