@@ -132,6 +132,33 @@ async def test_a_resumed_retrieval_reads_on_from_its_cursor(
     COUNTS["streamed retrievals: resumed from a cursor"] += 1
 
 
+@pytest.mark.parametrize("marks", ["comments", "events"])
+async def test_a_resumed_retrieval_marks_no_block_its_client_saw(
+    stream_stack: StackFactory, marks: str
+) -> None:
+    stack = await stream_stack()
+    stack.upstream.resume_from = recorded()
+    events = numbered(recorded())
+    # The client saw the narration committed: its marks came with it.
+    after = next(
+        e["sequence_number"]
+        for e in events
+        if e["type"] == "response.output_item.done" and e["item"]["type"] == "message"
+    )
+    url = f"{stack.url}/openai/v1/responses/{handle_of(recorded())}"
+    query = {"stream": "true", "starting_after": str(after)}
+    headers = {"Authorization": "Bearer k", "Turngate-Stream-Marks": marks}
+    async with stack.client.get(url, params=query, headers=headers) as r:
+        body = await r.read()
+    # It opens with the first event after the cursor: no mark about the narration before it.
+    first = faults.split_frames(body)[0].data
+    assert isinstance(first, dict)
+    assert first.get("sequence_number", -1) > after
+    # The call's own marks come with it.
+    marked = b"turngate commit" if marks == "comments" else b"event: turngate.commit"
+    assert marked in body
+
+
 async def test_a_retrieved_call_against_the_echoed_schema_is_refused(
     stream_stack: StackFactory,
 ) -> None:

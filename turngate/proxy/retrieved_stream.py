@@ -68,6 +68,8 @@ _AFTER = re.compile(r"[0-9]{1,18}")
 HEAD_LIMIT = 4 * 1024 * 1024
 _FRAME_END = re.compile(rb"\r?\n\r?\n")
 _SEQUENCE = re.compile(rb'"sequence_number":\s*([0-9]+)')
+# A mark turngate writes: a comment line, or an event of its own (``Turngate-Stream-Marks``).
+_MARKS = (b":", b"event: turngate.")
 # States in which a retrieval may still deliver the bound attempt's blocks.
 _LIVE = frozenset(
     {DispatchState.SENT, DispatchState.STREAMING, DispatchState.UNKNOWN, DispatchState.COMMITTED}
@@ -219,7 +221,7 @@ class RetrievedStream(StreamSession):
                 self.keeps_copy = False
                 kept.append(frame + data[start:])
                 return b"".join(kept)
-            if number is None and not frame.startswith(b":"):
+            if number is None and not frame.startswith(_MARKS):
                 kept.append(frame)
         kept.append(data[start:])
         return b"".join(kept)
