@@ -6,8 +6,9 @@ continues it (``thread: {"type": "continue", "previous_message_id": …}``) with
 tool results, and without ``system`` and ``tools``, which the thread keeps. A paused turn
 (``pause_turn``) is resumed by a continue that carries nothing. turngate must let such a
 loop run, with and without a conversation id: results answering calls only the server
-holds are no orphans, calls to tools only the thread declares are checked as JSON objects,
-and a conversation counts its revisions from the reply each continue names.
+holds are no orphans, calls to tools only the thread declares are checked against the
+schemas the thread was created with (as JSON objects when the reply a continue names was not
+this process's), and a conversation counts its revisions from the reply each continue names.
 """
 
 from __future__ import annotations
@@ -132,6 +133,35 @@ async def test_the_sdk_tool_runner_threads_its_loop_through(
             (1, False),
             (2, False),
         ]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize(
+    ("name", "arguments", "why"),
+    [
+        ("get_capital", {"country": 7}, "breaks its schema"),
+        ("get_weather", {"city": "Madrid"}, "a tool not declared"),
+    ],
+    ids=["against-its-schema", "undeclared"],
+)
+async def test_a_continues_calls_are_checked_against_the_threads_tools(
+    stack: Stack, streamed: bool, name: str, arguments: dict[str, Any], why: str
+):
+    # The continue carries no tools: the thread's are those its create declared.
+    wrong = calls("msg_2", "toolu_2", "Spain")
+    wrong["content"][0].update(name=name, input=arguments)
+    first = calls("msg_1", "toolu_1", "France")
+    stack.upstream.replies(
+        *(claude_stream(a) if streamed else Reply.json(a) for a in (first, wrong))
+    )
+    ran: list[str] = []
+    async with anthropic_sdk(stack) as sdk:
+        with pytest.raises(anthropic.APIError) as refused:
+            await run_tools(sdk, ran, stream=streamed)
+    # The call never reached the tool runner: its tool did not run.
+    assert ran == ["France"]
+    assert why in str(refused.value)
+    assert sent(stack)[1]["thread"] == {"type": "continue", "previous_message_id": "msg_1"}
 
 
 async def test_a_held_call_that_is_no_json_object_is_still_refused(stack: Stack):

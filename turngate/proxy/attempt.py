@@ -48,6 +48,7 @@ from turngate.errors import (
     UpstreamProtocolError,
 )
 from turngate.graph.model import AnyBlock, MessageSequence
+from turngate.graph.schema_check import ToolSchemas
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.conversation import answer_prefix
 from turngate.proxy.errors import error_response
@@ -224,7 +225,7 @@ class Attempt:
             self.request,
             api=self.adapter.api,
             plan=stream_plan,
-            tools=self.call_schemas(),
+            tools=self.toolset,
             capabilities=self.adapter.capabilities,
             http=self.services.session,
             upstream_base=self.route.prefix.upstream,
@@ -234,10 +235,23 @@ class Attempt:
     def turn_prefix(self) -> tuple[AnyBlock, ...]:
         return answer_prefix(self.seq) if self.prefix is None else self.prefix
 
-    def call_schemas(self) -> dict[str, Any] | None:
-        # A shadowed request is only observed: its calls are checked for completeness, not
-        # against schemas, as its non-streamed answers are not checked at all.
-        return call_schemas(self.seq, self.services.schemas) if self.enforced else None
+    @functools.cached_property
+    def toolset(self) -> ToolSchemas | None:
+        """What the answer's calls are checked against: the request's tools, or an Anthropic
+        thread's whole toolset (threads.py). A shadowed request is only observed: its calls
+        are checked for completeness, not against schemas, as its non-streamed answers are
+        not checked at all."""
+        if not self.enforced:
+            return None
+        return self.services.threads.toolset(
+            self.seq, call_schemas(self.seq, self.services.schemas)
+        )
+
+    def committed(self, turn: AssistantTurn) -> None:
+        """The answer is the revision's canonical turn."""
+        self.observer.committed(turn)
+        if self.toolset is not None:
+            self.services.threads.remember(self.seq, turn.handle, self.toolset)
 
     async def next_attempt(self) -> Attempt | web.StreamResponse:
         """Claim the next attempt of the same revision, to send the same bytes again.
@@ -444,7 +458,7 @@ class Attempt:
         refused = await commit_answer(self, turn, upstream.status, content_type, data, sent=sent)
         if refused is not None:
             return self.error(refused)
-        self.observer.committed(turn)
+        self.committed(turn)
         return self.response(upstream, data)
 
     def still_running(self, turn: AssistantTurn, body: dict[str, Any]) -> bool:
@@ -479,7 +493,7 @@ class Attempt:
         turn = self.adapter.parse_response(body)
         if self.enforced and turn.tool_calls:
             # The toolset's schemas only for an answer with calls to check.
-            check_turn(turn, self.call_schemas(), self.adapter.capabilities)
+            check_turn(turn, self.toolset, self.adapter.capabilities)
         return turn, body
 
     async def relay_stream(
@@ -515,7 +529,7 @@ class Attempt:
         except Exception as exc:
             log.error("commit of %s not recorded: %s", self.manifest.operation_id, exc)
             return False
-        self.observer.committed(turn)
+        self.committed(turn)
         return True
 
     async def still_live(self) -> bool:
