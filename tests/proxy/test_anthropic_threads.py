@@ -164,6 +164,33 @@ async def test_a_continues_calls_are_checked_against_the_threads_tools(
     assert sent(stack)[1]["thread"] == {"type": "continue", "previous_message_id": "msg_1"}
 
 
+@pytest.mark.parametrize("conversation", [False, True], ids=["plain", "conversation"])
+async def test_a_continue_must_answer_the_calls_of_the_reply_it_names(
+    stack: Stack, conversation: bool
+):
+    stack.upstream.replies(Reply.json(calls("msg_1", "toolu_1", "France")))
+    headers = {"Turngate-Conversation-Id": CONVERSATION} if conversation else {}
+    async with anthropic_sdk(stack, **headers) as sdk:
+        await sdk.beta.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[QUESTION],
+            tools=[{"name": "get_capital", "input_schema": {"type": "object"}}],
+            thread={"type": "create"},
+        )
+        # The server holds the call; a continue without its result is refused upstream.
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            await sdk.beta.messages.create(
+                model=MODEL,
+                max_tokens=100,
+                messages=[{"role": "user", "content": "Never mind, just Spain?"}],
+                thread={"type": "continue", "previous_message_id": "msg_1"},
+            )
+    assert refused.value.response.headers["Turngate-Rejection"] == "missing_result"
+    assert "toolu_1" in str(refused.value)
+    assert len(stack.upstream.received) == 1
+
+
 async def test_a_held_call_that_is_no_json_object_is_still_refused(stack: Stack):
     # Only the thread declares the tool: its calls are checked as JSON objects.
     broken = calls("msg_2", "toolu_2", "Spain")

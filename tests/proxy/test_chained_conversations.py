@@ -141,3 +141,56 @@ async def test_a_streamed_response_is_continued_by_its_id(stack: Stack):
         )
     status, record = await get(stack, "/turngate/v1/conversations/chain-6")
     assert (status, [t["revision"] for t in record["turns"]]) == (200, [0, 1])
+
+
+def with_second_call(response: dict[str, Any]) -> dict[str, Any]:
+    """The recorded answer calling get_capital twice, in parallel."""
+    (call,) = response["output"]
+    second = {**call, "id": "fc_second", "call_id": "call_second"}
+    second["arguments"] = '{"country": "Spain"}'
+    return {**response, "output": [call, second]}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("conversation", [False, True], ids=["plain", "conversation"])
+async def test_a_chained_request_must_answer_every_call_it_follows(
+    stack: Stack, conversation: bool, streamed: bool
+):
+    headers = {"Turngate-Conversation-Id": "chain-7"} if conversation else {}
+    async with openai_sdk(stack, **headers) as sdk:
+        if streamed:
+            recording = "openai-responses/pai-function-call-turn1"
+            request = load_json(FIXTURES_DIR / (recording + ".request.json"))
+            assert isinstance(request, dict)
+            stack.upstream.reply(Reply.fixture(recording + ".sse"))
+            stream = await sdk.responses.create(**{**request, "stream": True})
+            first = [event async for event in stream][-1].response
+        else:
+            first, _ = await ask_capital(stack, sdk)
+        (call,) = [item for item in first.output if item.type == "function_call"]
+        # The agent lost the output (a crash, a dropped deferred result) and goes on.
+        with pytest.raises(openai.BadRequestError) as refused:
+            await sdk.responses.create(**chained(first, "And its population?"))
+        assert refused.value.response.headers["Turngate-Rejection"] == "missing_result"
+        assert call.call_id in str(refused.value)
+        assert len(stack.upstream.received) == 1
+        # With the output, the same request goes.
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "Mashville"}
+        stack.upstream.reply(Reply.fixture(AFTER))
+        asked = {"role": "user", "content": "And its population?"}
+        await sdk.responses.create(**chained(first, [output, asked]))
+    assert len(stack.upstream.received) == 2
+
+
+async def test_each_parallel_call_needs_its_output(stack: Stack):
+    answer = load_json(FIXTURES_DIR / CALLS)
+    assert isinstance(answer, dict)
+    stack.upstream.reply(Reply.json(with_second_call(answer)))
+    async with openai_sdk(stack) as sdk:
+        first = await sdk.responses.create(model="gpt-4o", input="Capitals?", tools=TOOLS)
+        one = {"type": "function_call_output", "call_id": first.output[0].call_id, "output": "x"}
+        with pytest.raises(openai.BadRequestError) as refused:
+            await sdk.responses.create(**chained(first, [one]))
+    assert "call_second" in str(refused.value)
+    assert first.output[0].call_id not in str(refused.value)
+    assert len(stack.upstream.received) == 1

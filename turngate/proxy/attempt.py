@@ -238,20 +238,19 @@ class Attempt:
     @functools.cached_property
     def toolset(self) -> ToolSchemas | None:
         """What the answer's calls are checked against: the request's tools, or an Anthropic
-        thread's whole toolset (threads.py). A shadowed request is only observed: its calls
+        thread's whole toolset (replies.py). A shadowed request is only observed: its calls
         are checked for completeness, not against schemas, as its non-streamed answers are
         not checked at all."""
         if not self.enforced:
             return None
-        return self.services.threads.toolset(
-            self.seq, call_schemas(self.seq, self.services.schemas)
-        )
+        shown = call_schemas(self.seq, self.services.schemas)
+        return self.services.replies.toolset(self.seq, shown)
 
     def committed(self, turn: AssistantTurn) -> None:
         """The answer is the revision's canonical turn."""
         self.observer.committed(turn)
         if self.toolset is not None:
-            self.services.threads.remember(self.seq, turn.handle, self.toolset)
+            self.services.replies.checked_with(self.seq, turn.handle, self.toolset)
 
     async def next_attempt(self) -> Attempt | web.StreamResponse:
         """Claim the next attempt of the same revision, to send the same bytes again.

@@ -52,7 +52,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from turngate.adapters.anthropic.request import thread_anchor
 from turngate.errors import LocalError
 from turngate.graph.codec import digest_bytes
 from turngate.graph.history import (
@@ -72,6 +71,7 @@ from turngate.proxy.continuation import (
 )
 from turngate.proxy.errors import plain_error
 from turngate.proxy.replay import ReplayUnavailable
+from turngate.proxy.replies import chained_from
 from turngate.state.conversations import Conversation
 from turngate.state.machine import DispatchState
 from turngate.state.store import OperationRecord, StateStore
@@ -228,17 +228,6 @@ def refuse_provider_conversation(seq: MessageSequence, conversation_id: str) -> 
             "not say which response it follows. Chain with previous_response_id, send the "
             "history in `input`, or leave out Turngate-Conversation-Id"
         )
-
-
-def chained_from(seq: MessageSequence) -> str | None:
-    """The provider-held response a request continues, if any: a Responses
-    ``previous_response_id``, or the reply an Anthropic thread's continue follows."""
-    if seq.api == "anthropic":
-        return thread_anchor(seq.envelope)
-    if seq.api != "openai_responses":
-        return None
-    previous = seq.envelope.get("previous_response_id")
-    return previous if isinstance(previous, str) and previous else None
 
 
 async def anchored_revision(store: StateStore, known: Conversation, previous: str) -> int:

@@ -209,6 +209,7 @@ async def prepare(
         check_known(seq, version, stored)
         refuse_unframed_stream(request, route)
         refuse_invalid(verdict)
+        services.replies.refuse_unanswered(seq)
         outbound, final_body = render(adapter, seq, body, raw)
         await admit_or_ask(
             request, route, services, policy=policy, seq=seq, final_body=final_body, model=model

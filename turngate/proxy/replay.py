@@ -158,7 +158,7 @@ async def _commit(
         return await services.store.transition(
             manifest.operation_id, Transition.COMMIT, now=now, handle=turn.handle
         )
-    return await services.store.commit_turn(
+    record = await services.store.commit_turn(
         manifest.operation_id,
         digest=turn_digest(turn.blocks),
         now=now,
@@ -167,6 +167,8 @@ async def _commit(
         sent=sent,
         continues=continues,
     )
+    services.replies.committed(manifest.api, turn)
+    return record
 
 
 class Committer(Protocol):

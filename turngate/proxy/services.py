@@ -24,8 +24,8 @@ from turngate.policies.config import BUILTIN_POLICY, Policy, PolicyFile
 from turngate.policies.pins import AdapterRegistry
 from turngate.policies.tokens import TokenCache
 from turngate.proxy.observe import OperationTelemetry, quiet_operations
+from turngate.proxy.replies import Replies
 from turngate.proxy.routes import Prefix
-from turngate.proxy.threads import ThreadToolsets
 from turngate.proxy.tool_calls import ParseOnly, SchemaCache
 from turngate.settings import Settings
 from turngate.state.store import StateStore
@@ -48,8 +48,9 @@ class Services:
     adapters: AdapterRegistry = DEFAULT_ADAPTERS
     tokens: TokenCache = field(default_factory=TokenCache)
     telemetry: OperationTelemetry = field(default_factory=quiet_operations)
-    # The toolsets of the Anthropic threads whose replies this process committed.
-    threads: ThreadToolsets = field(default_factory=ThreadToolsets)
+    # What this process remembers of the replies it committed (their calls, their threads'
+    # tools), for the requests chained to them.
+    replies: Replies = field(default_factory=Replies)
     # Set on the view of one request (``for_route``); app-wide it is None.
     route_policy: Policy | None = None
     # Store writes no answer waits for (shadow records); drained before the store closes.

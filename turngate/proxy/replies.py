@@ -1,0 +1,115 @@
+"""What turngate remembers of the replies it committed, for the requests chained to them.
+
+A chained request (a Responses ``previous_response_id``, an Anthropic Message Threads
+continue naming its ``previous_message_id``) shows nothing of the reply it follows: the
+provider holds it. Two things of that reply still decide whether the request may go:
+
+- **its open calls** (graph/chained.py): each needs its result in the request, or the
+  provider refuses it; turngate refuses it first (``missing_result``), nothing sent.
+- **a thread's toolset**: a continue carries neither ``system`` nor ``tools`` (the server
+  keeps those the thread was created with, and the SDK refuses a continue that would change
+  them), so its answer's calls are checked against the toolset the request that produced
+  the reply was checked with, with what the continue defines inline.
+
+Both are kept in process memory, bounded, the most recently used kept: a sidecar sees its
+agent's whole loop. A request chained to a reply this process did not commit (another
+replica's, one from before a restart, an evicted one) is checked without them: sent as it
+is, its answer's calls to tools it does not show checked as one JSON object each.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Generic, TypeVar
+
+from turngate.adapters.anthropic.request import thread_anchor
+from turngate.errors import SequenceRejected
+from turngate.graph.chained import OpenCall, open_calls, unanswered
+from turngate.graph.model import MessageSequence
+from turngate.graph.schema_check import OpenToolset, ToolSchemas
+from turngate.graph.turn import AssistantTurn
+
+# Replies remembered by each memory; an entry costs a key and a small tuple or a reference
+# to a toolset every reply of its thread shares.
+REMEMBERED = 4096
+# The APIs whose replies a later request can be chained to.
+CHAINED_APIS = frozenset({"openai_responses", "anthropic"})
+
+T = TypeVar("T")
+
+
+class ReplyMemory(Generic[T]):
+    """Reply id -> what is remembered of it; the least recently used goes first."""
+
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self._size = size
+        self._by_reply: OrderedDict[str, T] = OrderedDict()
+
+    def get(self, reply: str) -> T | None:
+        found = self._by_reply.get(reply)
+        if found is not None:
+            self._by_reply.move_to_end(reply)
+        return found
+
+    def put(self, reply: str, value: T) -> None:
+        self._by_reply[reply] = value
+        self._by_reply.move_to_end(reply)
+        while len(self._by_reply) > self._size:
+            self._by_reply.popitem(last=False)
+
+
+def chained_from(seq: MessageSequence) -> str | None:
+    """The provider-held reply a request continues, if any: a Responses
+    ``previous_response_id``, or the reply an Anthropic thread's continue follows."""
+    if seq.api == "anthropic":
+        return thread_anchor(seq.envelope)
+    if seq.api != "openai_responses":
+        return None
+    previous = seq.envelope.get("previous_response_id")
+    return previous if isinstance(previous, str) and previous else None
+
+
+class Replies:
+    """The app's memory of committed replies: their open calls and their threads' tools."""
+
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self.calls: ReplyMemory[tuple[OpenCall, ...]] = ReplyMemory(size)
+        self.toolsets: ReplyMemory[dict[str, Any]] = ReplyMemory(size)
+
+    def committed(self, api: str, turn: AssistantTurn) -> None:
+        """``turn`` is a committed answer: a request chained to it must answer its calls."""
+        if turn.handle is None or api not in CHAINED_APIS:
+            return
+        calls = open_calls(turn)
+        if calls:
+            self.calls.put(turn.handle, calls)
+
+    def refuse_unanswered(self, seq: MessageSequence) -> None:
+        """Raise ``SequenceRejected`` (``missing_result``) when ``seq`` is chained to a
+        remembered reply whose calls it does not all answer."""
+        reply = chained_from(seq)
+        calls = None if reply is None else self.calls.get(reply)
+        if reply is None or calls is None:
+            return
+        violations = unanswered(seq, reply, calls)
+        if violations:
+            raise SequenceRejected(violations)
+
+    def toolset(self, seq: MessageSequence, shown: ToolSchemas) -> ToolSchemas:
+        """What the answer to ``seq`` is checked against: ``shown`` (the request's own
+        toolset), or for a thread continue from a remembered reply the thread's whole one."""
+        reply = chained_from(seq) if seq.api == "anthropic" else None
+        known = None if reply is None else self.toolsets.get(reply)
+        if known is None:
+            return shown
+        return {**known, **shown}
+
+    def checked_with(self, seq: MessageSequence, reply: str | None, toolset: ToolSchemas) -> None:
+        """``reply``, the committed answer to ``seq``, was checked against ``toolset``: a
+        continue from it will be too, when ``seq`` is threaded. An open toolset is not the
+        thread's whole one, and is not remembered."""
+        threaded = seq.api == "anthropic" and isinstance(seq.envelope.get("thread"), dict)
+        if reply is None or not threaded or isinstance(toolset, OpenToolset):
+            return
+        if isinstance(toolset, dict):
+            self.toolsets.put(reply, toolset)
