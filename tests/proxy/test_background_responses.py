@@ -254,6 +254,24 @@ async def test_without_a_conversation_a_retrieved_turn_that_passes_comes_unchang
     assert [item.type for item in raw.parse().output] == ["function_call"]
 
 
+@pytest.mark.parametrize("conversation", [False, True], ids=["plain", "conversation"])
+async def test_a_request_chained_to_a_retrieved_call_must_answer_it(
+    stack: Stack, conversation: bool
+):
+    stack.upstream.replies(response("queued"), response("completed"))
+    async with client(stack) if conversation else openai_sdk(stack) as sdk:
+        queued = await start(sdk)
+        await poll(sdk, queued.id)
+        # The agent lost the call's output and goes on without it: never sent.
+        with pytest.raises(openai.BadRequestError) as refused:
+            await sdk.responses.create(
+                model="gpt-4o", previous_response_id=queued.id, input="And then?"
+            )
+    assert refused.value.response.headers["Turngate-Rejection"] == "missing_result"
+    assert recorded(ANSWER)["output"][0]["call_id"] in str(refused.value)
+    assert len(stack.upstream.received) == 2
+
+
 async def test_without_a_conversation_an_incomplete_response_with_a_cut_call_is_refused(
     stack: Stack,
 ):

@@ -201,10 +201,12 @@ def checked_retrieval(services: Services, handle: str, data: bytes) -> TurngateE
         # mode (policies.modes).
         return None
     try:
-        _retrieved_turn(services.for_route(policy), body)
+        turn = _retrieved_turn(services.for_route(policy), body)
     except TurngateError as exc:
         log.warning("retrieved response %s refused: %s", handle, exc.rule)
         return exc
+    # Delivered whole: a request chained to it must answer its calls (replies.py).
+    services.replies.committed("openai_responses", turn)
     return None
 
 

@@ -269,6 +269,8 @@ class RetrievalOwner:
         self.open = False
         record = self.record
         if record is None:
+            # Delivered whole: a request chained to it must answer its calls (replies.py).
+            self.services.replies.committed(API, turn)
             return True
         try:
             committed = await record_commit(self.services, record.manifest, turn, enforced=True)
