@@ -10,12 +10,14 @@ exactly as its preview text could not be sent back as history.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
 from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
+from tests.proxy.conftest import StackFactory, stack_on
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import get, openai_sdk
 from tests.proxy.stack import Stack
@@ -194,3 +196,24 @@ async def test_each_parallel_call_needs_its_output(stack: Stack):
     assert "call_second" in str(refused.value)
     assert first.output[0].call_id not in str(refused.value)
     assert len(stack.upstream.received) == 1
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+async def test_another_replica_refuses_a_chained_request_without_the_outputs(
+    make_stack: StackFactory, tmp_path: Path, store: str
+):
+    # Two replicas sharing conversations: the second never saw the first's answer, but
+    # the store kept it for replay.
+    one = await stack_on(store, make_stack, tmp_path)
+    other = await stack_on(store, make_stack, tmp_path)
+    headers = {"Turngate-Conversation-Id": "chain-8"}
+    async with openai_sdk(one, **headers) as sdk:
+        first, output = await ask_capital(one, sdk)
+    async with openai_sdk(other, **headers) as sdk:
+        with pytest.raises(openai.BadRequestError) as refused:
+            await sdk.responses.create(**chained(first, "And its population?"))
+        assert refused.value.response.headers["Turngate-Rejection"] == "missing_result"
+        assert other.upstream.received == []
+        other.upstream.reply(Reply.fixture(AFTER))
+        await sdk.responses.create(**chained(first, [output]))
+    assert len(other.upstream.received) == 1

@@ -103,6 +103,8 @@ class CheckedHistory:
     revision: int
     continues: bool = False
     prefix: tuple[AnyBlock, ...] | None = None
+    # A chained request's: the operation that committed the reply it names, if turngate's.
+    anchor: str | None = None
 
 
 async def checked_conversation(
@@ -157,7 +159,10 @@ async def checked_conversation(
         prefix = await resumed_run(store, conversation, base - 1, seq.api, now=now)
         continues = True
     await refuse_unreplayable(store, conversation, revision)
-    return CheckedHistory(conversation, revision, continues, prefix)
+    anchor = None
+    if previous is not None and base > 0:
+        anchor = conversation.turns[base - 1].operation_id
+    return CheckedHistory(conversation, revision, continues, prefix, anchor)
 
 
 def sent_back_turn(conversation: Conversation, revision: int, digest: str) -> int | None:

@@ -220,6 +220,9 @@ async def prepare(
                 services.store, conversation, seq, now=services.clock(), sent=outbound.body
             )
             revision, continues, prefix = checked.revision, checked.continues, checked.prefix
+            await services.replies.refuse_unanswered_kept(
+                services.store, seq, checked.anchor, now=services.clock()
+            )
             generation = checked.conversation.cancel_generation
     else:
         shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id)

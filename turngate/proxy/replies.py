@@ -12,9 +12,10 @@ provider holds it. Two things of that reply still decide whether the request may
   the reply was checked with, with what the continue defines inline.
 
 Both are kept in process memory, bounded, the most recently used kept: a sidecar sees its
-agent's whole loop. A request chained to a reply this process did not commit (another
-replica's, one from before a restart, an evicted one) is checked without them: sent as it
-is, its answer's calls to tools it does not show checked as one JSON object each.
+agent's whole loop. A reply this process did not commit (another replica's, one from before
+a restart, an evicted one) has its calls read from the answer the store kept for replay,
+under a conversation id; otherwise the request is checked without them: sent as it is, its
+answer's calls to tools it does not show checked as one JSON object each.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from collections import OrderedDict
 from typing import Any, Generic, TypeVar
 
 from turngate.adapters.anthropic.request import thread_anchor
-from turngate.errors import SequenceRejected
+from turngate.errors import SequenceRejected, TurngateError
 from turngate.graph.chained import OpenCall, open_calls, unanswered
 from turngate.graph.model import MessageSequence
 from turngate.graph.schema_check import OpenToolset, ToolSchemas
 from turngate.graph.turn import AssistantTurn
+from turngate.proxy.continuation import kept_answer
+from turngate.state.store import StateStore
 
 # Replies remembered by each memory; an entry costs a key and a small tuple or a reference
 # to a toolset every reply of its thread shares.
@@ -94,6 +97,26 @@ class Replies:
         violations = unanswered(seq, reply, calls)
         if violations:
             raise SequenceRejected(violations)
+
+    async def refuse_unanswered_kept(
+        self, store: StateStore, seq: MessageSequence, anchor: str | None, *, now: float
+    ) -> None:
+        """``refuse_unanswered`` for a reply this process does not remember but a shared
+        store kept for replay (under a conversation id, committed by operation ``anchor``:
+        another replica, or this process before a restart)."""
+        reply = chained_from(seq)
+        if reply is None or anchor is None or self.calls.get(reply) is not None:
+            return
+        kept = await store.load_response(anchor, now=now)
+        if kept is None:
+            return
+        try:
+            turn, _ = kept_answer(seq.api, kept)
+        except (TurngateError, ValueError):
+            return
+        if turn.handle == reply:
+            self.committed(seq.api, turn)
+            self.refuse_unanswered(seq)
 
     def toolset(self, seq: MessageSequence, shown: ToolSchemas) -> ToolSchemas:
         """What the answer to ``seq`` is checked against: ``shown`` (the request's own
