@@ -199,3 +199,25 @@ async def test_the_report_endpoint_refuses_a_bad_query(make: StackMaker):
     status, answer = await get(stack, "/turngate/v1/shadow?limit=-3")
     assert status == 400
     assert answer["error"]["code"] == "invalid_query"
+
+
+async def test_a_chained_request_without_the_calls_outputs_shows_as_would_refuse(
+    make: StackMaker,
+):
+    stack = await make(policy=SHADOW)
+    path = "/openai/v1/responses"
+    stack.upstream.reply(Reply.fixture("openai-responses/pai-nonstream-function-call.json"))
+    ask = {"model": "gpt-4o", "input": "Capital of PotatoLand?"}
+    status, _headers, body = await post(stack, path, ask)
+    assert status == 200
+    first = orjson.loads(body)
+    stack.upstream.reply(Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"))
+    chained = {"model": "gpt-4o", "previous_response_id": first["id"], "input": "And then?"}
+    status, headers, _body = await post(stack, path, chained)
+    # Shadow changes nothing: sent as it came; the record says enforcing would refuse it.
+    assert status == 200
+    assert len(stack.upstream.received) == 2
+    (record, _) = await shadow_records(stack)
+    assert record["operationId"] == headers["Turngate-Operation-Id"]
+    assert "missing_result" in record["rules"]
+    assert (await shadow_report(stack))["wouldRefuse"] == 1

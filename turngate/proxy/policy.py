@@ -25,6 +25,7 @@ from turngate.adapters.base import Adapter, RouteInfo
 from turngate.errors import (
     ContextLengthExceeded,
     ConversationPaused,
+    SequenceRejected,
     StoreUnavailable,
     TurngateError,
 )
@@ -199,6 +200,10 @@ def shadow_outcome(
     try:
         check_known(seq, version, stored)
     except ConversationPaused as exc:
+        later_rules.append(exc.rule)
+    try:
+        services.replies.refuse_unanswered(seq)
+    except SequenceRejected as exc:
         later_rules.append(exc.rule)
     try:
         rendered = adapter.render_request(seq)

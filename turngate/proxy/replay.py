@@ -153,12 +153,15 @@ async def _commit(
     sent: bool = False,
     continues: bool = False,
 ) -> OperationRecord:
+    # The provider holds the reply's calls, whatever this write becomes: a request chained to
+    # it must answer them (replies.py). Shadowed too, so that the report names such requests.
+    services.replies.committed(manifest.api, turn)
     if not enforced:
         assert not sent, "a shadowed commit is a plain transition: SEND goes on its own"
         return await services.store.transition(
             manifest.operation_id, Transition.COMMIT, now=now, handle=turn.handle
         )
-    record = await services.store.commit_turn(
+    return await services.store.commit_turn(
         manifest.operation_id,
         digest=turn_digest(turn.blocks),
         now=now,
@@ -167,8 +170,6 @@ async def _commit(
         sent=sent,
         continues=continues,
     )
-    services.replies.committed(manifest.api, turn)
-    return record
 
 
 class Committer(Protocol):
