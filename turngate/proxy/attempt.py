@@ -54,6 +54,7 @@ from turngate.proxy.conversation import answer_prefix
 from turngate.proxy.errors import error_response
 from turngate.proxy.observe import DispatchObserver, quiet_observer
 from turngate.proxy.replay import RecordedStream, commit_answer, commit_streamed, quietly
+from turngate.proxy.replies import threaded
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.proxy.stream import (
@@ -249,7 +250,8 @@ class Attempt:
     def committed(self, turn: AssistantTurn) -> None:
         """The answer is the revision's canonical turn."""
         self.observer.committed(turn)
-        if self.toolset is not None:
+        # Worked out only for a thread: an answer without calls never needs the toolset.
+        if self.enforced and threaded(self.seq) and self.toolset is not None:
             self.services.replies.checked_with(self.seq, turn.handle, self.toolset)
 
     async def next_attempt(self) -> Attempt | web.StreamResponse:

@@ -128,11 +128,15 @@ class Replies:
         return {**known, **shown}
 
     def checked_with(self, seq: MessageSequence, reply: str | None, toolset: ToolSchemas) -> None:
-        """``reply``, the committed answer to ``seq``, was checked against ``toolset``: a
-        continue from it will be too, when ``seq`` is threaded. An open toolset is not the
+        """``reply``, the committed answer to the threaded request ``seq``, was checked
+        against ``toolset``: a continue from it will be too. An open toolset is not the
         thread's whole one, and is not remembered."""
-        threaded = seq.api == "anthropic" and isinstance(seq.envelope.get("thread"), dict)
-        if reply is None or not threaded or isinstance(toolset, OpenToolset):
+        if reply is None or not threaded(seq) or isinstance(toolset, OpenToolset):
             return
         if isinstance(toolset, dict):
             self.toolsets.put(reply, toolset)
+
+
+def threaded(seq: MessageSequence) -> bool:
+    """Whether ``seq`` creates or continues an Anthropic Message Thread."""
+    return seq.api == "anthropic" and isinstance(seq.envelope.get("thread"), dict)
