@@ -95,6 +95,17 @@ async def run_tools(sdk: anthropic.AsyncAnthropic, ran: list[str], *, stream: bo
     return "".join(block.text for block in final.content if block.type == "text")
 
 
+async def create_thread(sdk: anthropic.AsyncAnthropic) -> None:
+    """The question in a new thread, the tool declared."""
+    await sdk.beta.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=[QUESTION],
+        tools=[{"name": "get_capital", "input_schema": {"type": "object"}}],
+        thread={"type": "create"},
+    )
+
+
 def sent(stack: Stack) -> list[dict[str, Any]]:
     return [orjson.loads(r.body) for r in stack.upstream.received]
 
@@ -171,13 +182,7 @@ async def test_a_continue_must_answer_the_calls_of_the_reply_it_names(
     stack.upstream.replies(Reply.json(calls("msg_1", "toolu_1", "France")))
     headers = {"Turngate-Conversation-Id": CONVERSATION} if conversation else {}
     async with anthropic_sdk(stack, **headers) as sdk:
-        await sdk.beta.messages.create(
-            model=MODEL,
-            max_tokens=100,
-            messages=[QUESTION],
-            tools=[{"name": "get_capital", "input_schema": {"type": "object"}}],
-            thread={"type": "create"},
-        )
+        await create_thread(sdk)
         # The server holds the call; a continue without its result is refused upstream.
         with pytest.raises(anthropic.BadRequestError) as refused:
             await sdk.beta.messages.create(
@@ -209,13 +214,7 @@ async def test_a_held_call_that_is_no_json_object_is_still_refused(stack: Stack)
 async def test_a_continue_from_a_reply_never_committed_is_refused(stack: Stack):
     stack.upstream.replies(Reply.json(calls("msg_1", "toolu_1", "France")))
     async with anthropic_sdk(stack, **{"Turngate-Conversation-Id": CONVERSATION}) as sdk:
-        await sdk.beta.messages.create(
-            model=MODEL,
-            max_tokens=100,
-            messages=[QUESTION],
-            tools=[{"name": "get_capital", "input_schema": {"type": "object"}}],
-            thread={"type": "create"},
-        )
+        await create_thread(sdk)
         result = {"type": "tool_result", "tool_use_id": "toolu_9", "content": "Rome"}
         with pytest.raises(anthropic.BadRequestError) as refused:
             await sdk.beta.messages.create(
