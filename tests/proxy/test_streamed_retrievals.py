@@ -199,6 +199,25 @@ async def test_a_retrieval_under_shadow_is_relayed_as_asked(stream_stack: StackF
     ]
 
 
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [("stream=true&starting_after=3", 404), ("stream=true&starting_after=soon", 400)],
+    ids=["gone", "a cursor that is no number"],
+)
+async def test_what_the_provider_refuses_comes_back_as_it_said_it(
+    stream_stack: StackFactory, query: str, status: int
+) -> None:
+    stack = await stream_stack()
+    said = b'{"error": {"message": "no", "type": "invalid_request_error"}}'
+    stack.upstream.retrievals.append(Script(said, status=status, sse=False))
+    url = f"{stack.url}/openai/v1/responses/{handle_of(recorded())}?{query}"
+    async with stack.client.get(url, headers={"Authorization": "Bearer k"}) as r:
+        assert (r.status, await r.read()) == (status, said)
+    (asked,) = stack.upstream.received
+    # A cursor the provider must judge goes up as the client sent it.
+    assert ("soon" in asked.path_qs) is (status == 400)
+
+
 # --- under a conversation id: the attempt the client left ------------------------------------
 
 

@@ -153,16 +153,16 @@ def _whole_stream(url: URL) -> URL:
 async def _first_event(upstream: aiohttp.ClientResponse) -> tuple[bytes, dict[str, Any] | None]:
     """The bytes read up to the end of the first frame, and the response it carries (its
     ``model`` and ``tools``), if it does."""
-    head = b""
+    head = bytearray()
     while len(head) <= HEAD_LIMIT:
         end = _FRAME_END.search(head)
         if end is not None:
-            return head, _response_of(head[: end.start()])
+            return bytes(head), _response_of(bytes(head[: end.start()]))
         chunk = await upstream.content.readany()
         if not chunk:
             break
         head += chunk
-    return head, None
+    return bytes(head), None
 
 
 def _response_of(frame: bytes) -> dict[str, Any] | None:
