@@ -217,3 +217,16 @@ async def test_another_replica_refuses_a_chained_request_without_the_outputs(
         other.upstream.reply(Reply.fixture(AFTER))
         await sdk.responses.create(**chained(first, [output]))
     assert len(other.upstream.received) == 1
+
+
+async def test_another_caller_naming_the_reply_learns_nothing_of_its_calls(stack: Stack):
+    async with openai_sdk(stack) as sdk:
+        first, _ = await ask_capital(stack, sdk)
+    # Another credential, the same response id: not this caller's reply to judge.
+    other = openai.AsyncOpenAI(
+        api_key="sk-another-caller", base_url=stack.base("/openai/v1"), max_retries=0
+    )
+    stack.upstream.reply(Reply.fixture(AFTER))
+    async with other:
+        await other.responses.create(**chained(first, "And its population?"))
+    assert len(stack.upstream.received) == 2

@@ -245,14 +245,15 @@ class Attempt:
         if not self.enforced:
             return None
         shown = call_schemas(self.seq, self.services.schemas)
-        return self.services.replies.toolset(self.seq, shown)
+        return self.services.replies.toolset(self.seq, shown, self.manifest.credential_hash)
 
     def committed(self, turn: AssistantTurn) -> None:
         """The answer is the revision's canonical turn."""
         self.observer.committed(turn)
         # Worked out only for a thread: an answer without calls never needs the toolset.
         if self.enforced and threaded(self.seq) and self.toolset is not None:
-            self.services.replies.checked_with(self.seq, turn.handle, self.toolset)
+            credential = self.manifest.credential_hash
+            self.services.replies.checked_with(self.seq, turn.handle, self.toolset, credential)
 
     async def next_attempt(self) -> Attempt | web.StreamResponse:
         """Claim the next attempt of the same revision, to send the same bytes again.

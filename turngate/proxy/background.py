@@ -46,6 +46,7 @@ from turngate.errors import (
 from turngate.graph.model import MessageSequence
 from turngate.graph.schema_check import OpenToolset, ToolSchemas
 from turngate.graph.turn import AssistantTurn
+from turngate.proxy.credentials import credential_hash
 from turngate.proxy.dispatch import CONVERSATION_HEADER
 from turngate.proxy.errors import error_response
 from turngate.proxy.recovery import quarantine
@@ -106,7 +107,8 @@ async def retrieve(
         if conversation:
             refused = await settle(services, conversation, handle, data)
         else:
-            refused = checked_retrieval(services, handle, data)
+            credential = credential_hash(services.credential_secret, request.headers, request.query)
+            refused = checked_retrieval(services, handle, data, credential)
         if refused is not None:
             # Retrieving it again gets the same answer: an SDK's own retry would only be
             # refused again.
@@ -187,7 +189,9 @@ async def refused_before(
     return None
 
 
-def checked_retrieval(services: Services, handle: str, data: bytes) -> TurngateError | None:
+def checked_retrieval(
+    services: Services, handle: str, data: bytes, credential: str | None
+) -> TurngateError | None:
     """The refusal a retrieval that names no conversation gets instead of the response: its
     turn's first call that cannot be committed. Nothing is recorded (no attempt waits for
     it), so a later retrieval is checked, and refused, again."""
@@ -206,7 +210,7 @@ def checked_retrieval(services: Services, handle: str, data: bytes) -> TurngateE
         log.warning("retrieved response %s refused: %s", handle, exc.rule)
         return exc
     # Delivered whole: a request chained to it must answer its calls (replies.py).
-    services.replies.committed("openai_responses", turn)
+    services.replies.committed("openai_responses", turn, credential)
     return None
 
 

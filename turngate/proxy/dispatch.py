@@ -199,6 +199,7 @@ async def prepare(
     stored = await stored_graph(services.store, conversation)
     await load_vocabulary(services, policy, seq.model or model)
     operation_id = new_operation_id()
+    credential = credential_hash(services.credential_secret, request.headers, request.query)
     shadow: ShadowRecord | None = None
     generation = 0
     revision = seq.conversation_revision
@@ -209,7 +210,7 @@ async def prepare(
         check_known(seq, version, stored)
         refuse_unframed_stream(request, route)
         refuse_invalid(verdict)
-        services.replies.refuse_unanswered(seq)
+        services.replies.refuse_unanswered(seq, credential)
         outbound, final_body = render(adapter, seq, body, raw)
         await admit_or_ask(
             request, route, services, policy=policy, seq=seq, final_body=final_body, model=model
@@ -221,11 +222,11 @@ async def prepare(
             )
             revision, continues, prefix = checked.revision, checked.continues, checked.prefix
             await services.replies.refuse_unanswered_kept(
-                services.store, seq, checked.anchor, now=services.clock()
+                services.store, seq, checked.anchor, credential, now=services.clock()
             )
             generation = checked.conversation.cancel_generation
     else:
-        shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id)
+        shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id, credential)
         shadow = shadow_outcome(
             services, shadowed, policy=policy, adapter=adapter, version=version, stored=stored
         )
@@ -247,6 +248,7 @@ async def prepare(
         conversation=conversation,
         cancel_generation=generation,
         revision=revision,
+        credential=credential,
     )
     key = None
     if shadow is None:
@@ -307,6 +309,7 @@ def manifest(
     conversation: str | None,
     cancel_generation: int = 0,
     revision: int,
+    credential: str | None,
 ) -> DispatchManifest:
     stream = route.info.stream if route.info.stream is not None else seq.stream
     return DispatchManifest(
@@ -325,7 +328,7 @@ def manifest(
         toolset_digest=seq.toolset_digest,
         policy_digest=policy.digest,
         request_digest=digest_bytes(outbound.body),
-        credential_hash=credential_hash(services.credential_secret, request.headers, request.query),
+        credential_hash=credential,
         created_at=services.clock(),
     )
 

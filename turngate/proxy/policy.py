@@ -181,6 +181,8 @@ class ShadowInput:
     verdict: Verdict
     model: str | None
     operation_id: str
+    # The keyed hash of the caller's credentials (credentials.py).
+    credential: str | None = None
 
 
 def shadow_outcome(
@@ -202,7 +204,7 @@ def shadow_outcome(
     except ConversationPaused as exc:
         later_rules.append(exc.rule)
     try:
-        services.replies.refuse_unanswered(seq)
+        services.replies.refuse_unanswered(seq, shadowed.credential)
     except SequenceRejected as exc:
         later_rules.append(exc.rule)
     try:

@@ -155,7 +155,7 @@ async def _commit(
 ) -> OperationRecord:
     # The provider holds the reply's calls, whatever this write becomes: a request chained to
     # it must answer them (replies.py). Shadowed too, so that the report names such requests.
-    services.replies.committed(manifest.api, turn)
+    services.replies.committed(manifest.api, turn, manifest.credential_hash)
     if not enforced:
         assert not sent, "a shadowed commit is a plain transition: SEND goes on its own"
         return await services.store.transition(

@@ -12,7 +12,9 @@ provider holds it. Two things of that reply still decide whether the request may
   the reply was checked with, with what the continue defines inline.
 
 Both are kept in process memory, bounded, the most recently used kept: a sidecar sees its
-agent's whole loop. A reply this process did not commit (another replica's, one from before
+agent's whole loop. Each is remembered for the credential the reply was answered to (its
+keyed hash, as replays are scoped): another caller naming the same reply id learns nothing
+of it. A reply this process did not commit (another replica's, one from before
 a restart, an evicted one) has its calls read from the answer the store kept for replay,
 under a conversation id; otherwise the request is checked without them: sent as it is, its
 answer's calls to tools it does not show checked as one JSON object each.
@@ -73,25 +75,26 @@ def chained_from(seq: MessageSequence) -> str | None:
 
 
 class Replies:
-    """The app's memory of committed replies: their open calls and their threads' tools."""
+    """The app's memory of committed replies: their open calls and their threads' tools,
+    each under the credential (``credential``: its keyed hash) the reply was answered to."""
 
     def __init__(self, size: int = REMEMBERED) -> None:
         self.calls: ReplyMemory[tuple[OpenCall, ...]] = ReplyMemory(size)
         self.toolsets: ReplyMemory[dict[str, Any]] = ReplyMemory(size)
 
-    def committed(self, api: str, turn: AssistantTurn) -> None:
+    def committed(self, api: str, turn: AssistantTurn, credential: str | None) -> None:
         """``turn`` is a committed answer: a request chained to it must answer its calls."""
         if turn.handle is None or api not in CHAINED_APIS:
             return
         calls = open_calls(turn)
         if calls:
-            self.calls.put(turn.handle, calls)
+            self.calls.put(_key(credential, turn.handle), calls)
 
-    def refuse_unanswered(self, seq: MessageSequence) -> None:
+    def refuse_unanswered(self, seq: MessageSequence, credential: str | None) -> None:
         """Raise ``SequenceRejected`` (``missing_result``) when ``seq`` is chained to a
         remembered reply whose calls it does not all answer."""
         reply = chained_from(seq)
-        calls = None if reply is None else self.calls.get(reply)
+        calls = None if reply is None else self.calls.get(_key(credential, reply))
         if reply is None or calls is None:
             return
         violations = unanswered(seq, reply, calls)
@@ -99,13 +102,22 @@ class Replies:
             raise SequenceRejected(violations)
 
     async def refuse_unanswered_kept(
-        self, store: StateStore, seq: MessageSequence, anchor: str | None, *, now: float
+        self,
+        store: StateStore,
+        seq: MessageSequence,
+        anchor: str | None,
+        credential: str | None,
+        *,
+        now: float,
     ) -> None:
         """``refuse_unanswered`` for a reply this process does not remember but a shared
-        store kept for replay (under a conversation id, committed by operation ``anchor``:
-        another replica, or this process before a restart)."""
+        store kept for replay (under a conversation id, committed by operation ``anchor``
+        for the same credential: another replica, or this process before a restart)."""
         reply = chained_from(seq)
-        if reply is None or anchor is None or self.calls.get(reply) is not None:
+        if reply is None or anchor is None or self.calls.get(_key(credential, reply)):
+            return
+        record = await store.get(anchor)
+        if record is None or record.manifest.credential_hash != credential:
             return
         kept = await store.load_response(anchor, now=now)
         if kept is None:
@@ -115,26 +127,38 @@ class Replies:
         except (TurngateError, ValueError):
             return
         if turn.handle == reply:
-            self.committed(seq.api, turn)
-            self.refuse_unanswered(seq)
+            self.committed(seq.api, turn, credential)
+            self.refuse_unanswered(seq, credential)
 
-    def toolset(self, seq: MessageSequence, shown: ToolSchemas) -> ToolSchemas:
+    def toolset(
+        self, seq: MessageSequence, shown: ToolSchemas, credential: str | None
+    ) -> ToolSchemas:
         """What the answer to ``seq`` is checked against: ``shown`` (the request's own
         toolset), or for a thread continue from a remembered reply the thread's whole one."""
         reply = chained_from(seq) if seq.api == "anthropic" else None
-        known = None if reply is None else self.toolsets.get(reply)
+        known = None if reply is None else self.toolsets.get(_key(credential, reply))
         if known is None:
             return shown
         return {**known, **shown}
 
-    def checked_with(self, seq: MessageSequence, reply: str | None, toolset: ToolSchemas) -> None:
+    def checked_with(
+        self,
+        seq: MessageSequence,
+        reply: str | None,
+        toolset: ToolSchemas,
+        credential: str | None,
+    ) -> None:
         """``reply``, the committed answer to the threaded request ``seq``, was checked
         against ``toolset``: a continue from it will be too. An open toolset is not the
         thread's whole one, and is not remembered."""
         if reply is None or not threaded(seq) or isinstance(toolset, OpenToolset):
             return
         if isinstance(toolset, dict):
-            self.toolsets.put(reply, toolset)
+            self.toolsets.put(_key(credential, reply), toolset)
+
+
+def _key(credential: str | None, reply: str) -> str:
+    return f"{credential or ''}\x00{reply}"
 
 
 def threaded(seq: MessageSequence) -> bool:

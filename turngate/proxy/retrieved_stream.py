@@ -47,6 +47,7 @@ from turngate.proxy.background import (
     ended,
     refused_before,
 )
+from turngate.proxy.credentials import credential_hash
 from turngate.proxy.dispatch import CONVERSATION_HEADER
 from turngate.proxy.errors import error_response
 from turngate.proxy.recovery import quarantine
@@ -141,7 +142,9 @@ async def retrieve_stream(
             upstream_base=route.prefix.upstream,
             after=None if after is None else int(after),
         )
-        await session.relay_attempt(RetrievalOwner(services, record), upstream, head)
+        credential = credential_hash(services.credential_secret, request.headers, request.query)
+        owner = RetrievalOwner(services, record, credential)
+        await session.relay_attempt(owner, upstream, head)
     return await session.written()
 
 
@@ -230,9 +233,13 @@ class RetrievedStream(StreamSession):
 class RetrievalOwner:
     """What a streamed retrieval records: on the attempt bound to its handle, if any."""
 
-    def __init__(self, services: Services, record: OperationRecord | None) -> None:
+    def __init__(
+        self, services: Services, record: OperationRecord | None, credential: str | None
+    ) -> None:
         self.services = services
         self.record = record
+        # The keyed hash of the caller's credentials: what it is delivered under.
+        self.credential = credential
         self.open = True
         self.headers: dict[str, str] = {}
         if record is not None:
@@ -270,7 +277,7 @@ class RetrievalOwner:
         record = self.record
         if record is None:
             # Delivered whole: a request chained to it must answer its calls (replies.py).
-            self.services.replies.committed(API, turn)
+            self.services.replies.committed(API, turn, self.credential)
             return True
         try:
             committed = await record_commit(self.services, record.manifest, turn, enforced=True)
