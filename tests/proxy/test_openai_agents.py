@@ -110,3 +110,36 @@ async def test_a_call_against_the_tools_schema_never_reaches_the_agents_tool(sta
     assert refused.value.response.headers["Turngate-Rejection"] == "invalid_tool_call"
     assert "country" in str(refused.value)
     assert ran == []
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["plain", "conversation"])
+async def test_an_agent_on_chat_completions_runs_through(stack: Stack, conversation: bool):
+    # The Agents SDK's model for Chat Completions (what it uses for other providers' APIs).
+    stack.upstream.replies(
+        Reply.fixture("openai-chat/pai-tool-call-then-text-turn1.sse"),
+        Reply.fixture("openai-chat/pai-tool-call-then-text-turn2.sse"),
+    )
+    headers = {"Turngate-Conversation-Id": CONVERSATION} if conversation else None
+    client = openai.AsyncOpenAI(
+        api_key=OPENAI_KEY,
+        base_url=stack.base("/openai/v1"),
+        max_retries=0,
+        default_headers=headers,
+    )
+    ran: list[str] = []
+
+    @agents.function_tool
+    def get_capital(country: str) -> str:
+        """The capital of a country."""
+        ran.append(country)
+        return "London"
+
+    model = agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
+    agent = agents.Agent(name="geo", instructions="Answer.", tools=[get_capital], model=model)
+    async with client:
+        streaming = agents.Runner.run_streamed(agent, "What is the capital of the UK?")
+        async for _event in streaming.stream_events():
+            pass
+    assert streaming.final_output == "The capital of the UK is London."
+    assert ran == ["UK"]
+    assert len(stack.upstream.received) == 2
