@@ -34,8 +34,8 @@ from turngate.graph.turn import AssistantTurn
 from turngate.proxy.continuation import kept_answer
 from turngate.state.store import StateStore
 
-# Replies remembered by each memory; an entry costs a key and a small tuple or a reference
-# to a toolset every reply of its thread shares.
+# Replies remembered by each memory; an entry costs a key and a small tuple (empty for a
+# reply without calls) or a reference to a toolset every reply of its thread shares.
 REMEMBERED = 4096
 # The APIs whose replies a later request can be chained to.
 CHAINED_APIS = frozenset({"openai_responses", "anthropic"})
@@ -86,9 +86,8 @@ class Replies:
         """``turn`` is a committed answer: a request chained to it must answer its calls."""
         if turn.handle is None or api not in CHAINED_APIS:
             return
-        calls = open_calls(turn)
-        if calls:
-            self.calls.put(_key(credential, turn.handle), calls)
+        # A reply without calls too: the next request chained to it then needs no lookup.
+        self.calls.put(_key(credential, turn.handle), open_calls(turn))
 
     def refuse_unanswered(self, seq: MessageSequence, credential: str | None) -> None:
         """Raise ``SequenceRejected`` (``missing_result``) when ``seq`` is chained to a
@@ -114,7 +113,9 @@ class Replies:
         store kept for replay (under a conversation id, committed by operation ``anchor``
         for the same credential: another replica, or this process before a restart)."""
         reply = chained_from(seq)
-        if reply is None or anchor is None or self.calls.get(_key(credential, reply)):
+        if reply is None or anchor is None:
+            return
+        if self.calls.get(_key(credential, reply)) is not None:
             return
         record = await store.get(anchor)
         if record is None or record.manifest.credential_hash != credential:
