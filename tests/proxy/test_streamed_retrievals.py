@@ -19,13 +19,17 @@ from typing import Any
 import openai
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.adapters import stream_faults as faults
 from tests.adapters.test_stream_encoders import relay
 from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT
 from tests.proxy.stream_support import StackFactory, StreamStack, stream_stacks
 from tests.proxy.stream_upstream import Script
+from turngate.adapters.relay import StreamRelay
 from turngate.graph.turn import AssistantTurn
+from turngate.proxy.retrieved_stream import after_cursor
 from turngate.state.machine import DispatchState
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
@@ -350,3 +354,41 @@ async def test_a_retrieval_cut_short_leaves_the_attempt_for_the_next(
     assert got[-1].type == "response.completed"
     (record,) = await stack.store.records()
     assert record.state is DispatchState.COMMITTED
+
+
+# --- the cursor, however the stream is cut ----------------------------------------------------
+
+
+def resumed(pieces: list[bytes], after: int) -> bytes:
+    """What a client resuming after ``after`` gets when the upstream sends ``pieces``."""
+    relay = StreamRelay("openai_responses", tools=None)
+    out, passed = bytearray(), False
+    for piece in pieces:
+        written = relay.feed(piece)
+        if not passed:
+            written, passed = after_cursor(written, after)
+        out += written
+    tail, outcome = relay.finish()
+    assert isinstance(outcome, AssistantTurn)
+    out += tail if passed else after_cursor(tail, after)[0]
+    return bytes(out)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_resume_gets_the_same_events_however_the_stream_is_cut(data: st.DataObject) -> None:
+    stream = recorded()
+    last = numbered(stream)[-1]["sequence_number"]
+    after = data.draw(st.integers(min_value=0, max_value=last), label="after")
+    cuts = sorted(
+        data.draw(
+            st.sets(st.integers(min_value=1, max_value=len(stream) - 1), max_size=16),
+            label="cuts",
+        )
+    )
+    pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    got = numbered(resumed(pieces, after))
+    expected = [e for e in turngate_stream() if e["sequence_number"] > after]
+    assert [(e["type"], e["sequence_number"]) for e in got] == [
+        (e["type"], e["sequence_number"]) for e in expected
+    ]

@@ -201,33 +201,34 @@ class RetrievedStream(StreamSession):
 
     async def _send(self, data: bytes) -> None:
         if self._after is not None and data != KEEPALIVE:
-            data = self._unseen(data)
+            data, passed = after_cursor(data, self._after)
+            if passed:
+                self._after = None
+                self.keeps_copy = False
             if not data:
                 return
         await super()._send(data)
 
-    def _unseen(self, data: bytes) -> bytes:
-        """``data`` (whole frames) without the frames the client saw already: those numbered
-        at or before ``after``, and marks about them. Another frame without a number (an
-        error event of turngate's) always goes out."""
-        after = self._after
-        assert after is not None
-        kept: list[bytes] = []
-        start = 0
-        for end in _FRAME_END.finditer(data):
-            frame = data[start : end.end()]
-            start = end.end()
-            number = _SEQUENCE.search(frame)
-            if number is not None and int(number.group(1)) > after:
-                # Numbers only grow from here: the rest goes out as it is.
-                self._after = None
-                self.keeps_copy = False
-                kept.append(frame + data[start:])
-                return b"".join(kept)
-            if number is None and not frame.startswith(_MARKS):
-                kept.append(frame)
-        kept.append(data[start:])
-        return b"".join(kept)
+
+def after_cursor(data: bytes, after: int) -> tuple[bytes, bool]:
+    """``data`` (whole frames) without the frames a client resuming after ``after`` saw
+    already: those numbered at or before it, and marks about them; and whether a frame
+    numbered after it came (from there on, everything goes out as it is: numbers only
+    grow). A frame without a number that is no mark (an error event of turngate's) always
+    goes out."""
+    kept: list[bytes] = []
+    start = 0
+    for end in _FRAME_END.finditer(data):
+        frame = data[start : end.end()]
+        start = end.end()
+        number = _SEQUENCE.search(frame)
+        if number is not None and int(number.group(1)) > after:
+            kept.append(frame + data[start:])
+            return b"".join(kept), True
+        if number is None and not frame.startswith(_MARKS):
+            kept.append(frame)
+    kept.append(data[start:])
+    return b"".join(kept), False
 
 
 class RetrievalOwner:
