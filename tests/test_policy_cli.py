@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.state.redis_server import free_port
 from turngate.policies.config import policy_schema
 from turngate.policies.loading import load_serving_policy
 from turngate.proxy.services import DEFAULT_ADAPTERS
@@ -101,13 +101,6 @@ def test_a_missing_policy_file_refuses_to_start(tmp_path: Path):
     assert done.returncode == 2
     assert f"invalid policy {missing} (1 problem)" in done.stderr
     assert "No such file or directory" in done.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def serve_log_line(*args: str, env: dict[str, str]) -> str:

@@ -14,7 +14,6 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ from tests.helm.chart import (
     resolve_env,
     sidecar,
 )
+from tests.state.redis_server import free_port
 from turngate.settings import Settings, add_serve_arguments, settings_from_args
 
 SECRETS = {
@@ -114,13 +114,6 @@ def test_serve_reads_every_rendered_setting() -> None:
     # The probes dial the port turngate listens on.
     for name, probe in iter_probes(container):
         assert probe["exec"]["command"][-1].startswith("http://127.0.0.1:9123/"), name
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def remap(text: str, roots: Mapping[str, Path]) -> str:

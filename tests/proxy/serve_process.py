@@ -56,12 +56,23 @@ class ServeProcess:
                     session.get(self.url + "/readyz") as resp,
                 ):
                     if resp.status == 200:
-                        return self
+                        return await self._answered_itself()
             except aiohttp.ClientConnectionError:
                 pass
             assert self.process.poll() is None, self.output()
             await asyncio.sleep(0.05)
         raise AssertionError(f"turngate did not become ready:\n{self.output()}")
+
+    async def _answered_itself(self) -> ServeProcess:
+        """The ready answer came from this process (its access log has it), not from another
+        server on the port: a test must never talk to someone else's."""
+        for _ in range(100):
+            if "GET /readyz 200" in self.output():
+                return self
+            assert self.process is not None
+            assert self.process.poll() is None, f"port {self.port} taken:\n{self.output()}"
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"another server answered on port {self.port}:\n{self.output()}")
 
     def kill(self) -> None:
         """SIGKILL: no drain, no shutdown; whatever was in flight is left as it was."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -56,11 +57,31 @@ def answers(url: str, timeout: float = 0.5) -> bool:
         client.close()
 
 
+# Ports for the servers a test starts as subprocesses (turngate serve, redis-server) come
+# from below the kernel's ephemeral range: a socket bound to port 0 (every in-process test
+# server, every client connection) in another pytest worker can never be given one between
+# the pick here and the subprocess's own bind. Picked at random, checked free.
+_LOWEST = 20_000
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    top = max(_ephemeral_start(), _LOWEST + 1_000)
+    for _ in range(1_000):
+        port = random.randrange(_LOWEST, top)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port between {_LOWEST} and {top}")
 
 
 class RedisServer:
