@@ -41,14 +41,33 @@ def no_tracing() -> None:
     agents.set_tracing_disabled(True)
 
 
-def capital_agent(client: openai.AsyncOpenAI, ran: list[str]) -> agents.Agent[Any]:
+def client_for(stack: Stack, *, conversation: bool = False) -> openai.AsyncOpenAI:
+    headers = {"Turngate-Conversation-Id": CONVERSATION} if conversation else None
+    return openai.AsyncOpenAI(
+        api_key=OPENAI_KEY,
+        base_url=stack.base("/openai/v1"),
+        max_retries=0,
+        default_headers=headers,
+    )
+
+
+def capital_agent(
+    client: openai.AsyncOpenAI, ran: list[str], *, chat: bool = False
+) -> agents.Agent[Any]:
+    """An agent whose one tool records each country it is called for; on the Responses API,
+    or on Chat Completions (the Agents SDK's model for other providers' APIs)."""
+
     @agents.function_tool
     def get_capital(country: str) -> str:
         """The capital of a country."""
         ran.append(country)
-        return {"France": "Paris", "PotatoLand": "Potato City"}[country]
+        return {"France": "Paris", "PotatoLand": "Potato City", "UK": "London"}[country]
 
-    model = agents.OpenAIResponsesModel(model="gpt-4o", openai_client=client)
+    model: agents.Model = (
+        agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
+        if chat
+        else agents.OpenAIResponsesModel(model="gpt-4o", openai_client=client)
+    )
     return agents.Agent(name="geo", instructions="Answer.", tools=[get_capital], model=model)
 
 
@@ -71,13 +90,7 @@ async def test_an_agent_with_a_tool_runs_through(
 ):
     first, then = STREAMED if streamed else WHOLE
     stack.upstream.replies(Reply.fixture(first), Reply.fixture(then))
-    headers = {"Turngate-Conversation-Id": CONVERSATION} if conversation else None
-    client = openai.AsyncOpenAI(
-        api_key=OPENAI_KEY,
-        base_url=stack.base("/openai/v1"),
-        max_retries=0,
-        default_headers=headers,
-    )
+    client = client_for(stack, conversation=conversation)
     ran: list[str] = []
     async with client:
         answer = await run(capital_agent(client, ran), streamed=streamed, chained=chained)
@@ -99,9 +112,7 @@ async def test_a_call_against_the_tools_schema_never_reaches_the_agents_tool(sta
     answer = orjson.loads((FIXTURES_DIR / WHOLE[0]).read_bytes())
     answer["output"][0]["arguments"] = '{"country": 7}'
     stack.upstream.replies(Reply.json(answer))
-    client = openai.AsyncOpenAI(
-        api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0
-    )
+    client = client_for(stack)
     ran: list[str] = []
     async with client:
         with pytest.raises(openai.APIStatusError) as refused:
@@ -114,32 +125,15 @@ async def test_a_call_against_the_tools_schema_never_reaches_the_agents_tool(sta
 
 @pytest.mark.parametrize("conversation", [False, True], ids=["plain", "conversation"])
 async def test_an_agent_on_chat_completions_runs_through(stack: Stack, conversation: bool):
-    # The Agents SDK's model for Chat Completions (what it uses for other providers' APIs).
     stack.upstream.replies(
         Reply.fixture("openai-chat/pai-tool-call-then-text-turn1.sse"),
         Reply.fixture("openai-chat/pai-tool-call-then-text-turn2.sse"),
     )
-    headers = {"Turngate-Conversation-Id": CONVERSATION} if conversation else None
-    client = openai.AsyncOpenAI(
-        api_key=OPENAI_KEY,
-        base_url=stack.base("/openai/v1"),
-        max_retries=0,
-        default_headers=headers,
-    )
+    client = client_for(stack, conversation=conversation)
     ran: list[str] = []
-
-    @agents.function_tool
-    def get_capital(country: str) -> str:
-        """The capital of a country."""
-        ran.append(country)
-        return "London"
-
-    model = agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
-    agent = agents.Agent(name="geo", instructions="Answer.", tools=[get_capital], model=model)
     async with client:
-        streaming = agents.Runner.run_streamed(agent, "What is the capital of the UK?")
-        async for _event in streaming.stream_events():
-            pass
-    assert streaming.final_output == "The capital of the UK is London."
+        agent = capital_agent(client, ran, chat=True)
+        answer = await run(agent, streamed=True, chained=False)
+    assert answer == "The capital of the UK is London."
     assert ran == ["UK"]
     assert len(stack.upstream.received) == 2
