@@ -13,12 +13,14 @@ this process's), and a conversation counts its revisions from the reply each con
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anthropic
 import orjson
 import pytest
 
+from tests.proxy.conftest import StackFactory, stack_on
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import anthropic_sdk, claude_stream, get
 from tests.proxy.stack import Stack
@@ -276,3 +278,47 @@ async def test_a_paused_turn_resumed_in_its_thread_is_one_turn(stack: Stack):
         (1, True),
         (2, False),
     ]
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+async def test_another_replica_checks_a_continue_against_the_threads_schemas(
+    make_stack: StackFactory, tmp_path: Path, store: str
+):
+    # Two replicas sharing conversations: one created the thread, the other serves the
+    # continue, whose tools it never saw; the store kept the toolset the thread was made with.
+    one = await stack_on(store, make_stack, tmp_path)
+    other = await stack_on(store, make_stack, tmp_path)
+    one.upstream.replies(Reply.json(calls("msg_1", "toolu_1", "France")))
+    wrong = calls("msg_2", "toolu_2", "Spain")
+    wrong["content"][0]["input"] = {"country": 7}
+    other.upstream.replies(Reply.json(wrong))
+    headers = {"Turngate-Conversation-Id": CONVERSATION}
+    tools = [
+        {
+            "name": "get_capital",
+            "input_schema": {
+                "type": "object",
+                "properties": {"country": {"type": "string"}},
+                "required": ["country"],
+            },
+        }
+    ]
+    async with anthropic_sdk(one, **headers) as sdk:
+        await sdk.beta.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[QUESTION],
+            tools=tools,
+            thread={"type": "create"},
+        )
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Paris"}
+    async with anthropic_sdk(other, **headers) as sdk:
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            await sdk.beta.messages.create(
+                model=MODEL,
+                max_tokens=100,
+                messages=[{"role": "user", "content": [result]}],
+                thread={"type": "continue", "previous_message_id": "msg_1"},
+            )
+    assert refused.value.status_code == 502
+    assert "breaks its schema" in str(refused.value)

@@ -247,13 +247,23 @@ class Attempt:
         shown = call_schemas(self.seq, self.services.schemas)
         return self.services.replies.toolset(self.seq, shown, self.manifest.credential_hash)
 
-    def committed(self, turn: AssistantTurn) -> None:
+    async def committed(self, turn: AssistantTurn) -> None:
         """The answer is the revision's canonical turn."""
         self.observer.committed(turn)
         # Worked out only for a thread: an answer without calls never needs the toolset.
         if self.enforced and threaded(self.seq) and self.toolset is not None:
-            credential = self.manifest.credential_hash
-            self.services.replies.checked_with(self.seq, turn.handle, self.toolset, credential)
+            services, credential = self.services, self.manifest.credential_hash
+            services.replies.checked_with(self.seq, turn.handle, self.toolset, credential)
+            conversation = self.manifest.conversation_id
+            if conversation is not None:
+                await services.replies.keep_thread(
+                    services.store,
+                    conversation,
+                    self.seq,
+                    self.toolset,
+                    credential,
+                    now=services.clock(),
+                )
 
     async def next_attempt(self) -> Attempt | web.StreamResponse:
         """Claim the next attempt of the same revision, to send the same bytes again.
@@ -460,7 +470,7 @@ class Attempt:
         refused = await commit_answer(self, turn, upstream.status, content_type, data, sent=sent)
         if refused is not None:
             return self.error(refused)
-        self.committed(turn)
+        await self.committed(turn)
         return self.response(upstream, data)
 
     def still_running(self, turn: AssistantTurn, body: dict[str, Any]) -> bool:
@@ -531,7 +541,7 @@ class Attempt:
         except Exception as exc:
             log.error("commit of %s not recorded: %s", self.manifest.operation_id, exc)
             return False
-        self.committed(turn)
+        await self.committed(turn)
         return True
 
     async def still_live(self) -> bool:

@@ -224,6 +224,7 @@ async def prepare(
             await services.replies.refuse_unanswered_kept(
                 services.store, seq, checked.anchor, credential, now=services.clock()
             )
+            await services.replies.load_thread(services.store, conversation, seq, credential)
             generation = checked.conversation.cancel_generation
     else:
         shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id, credential)

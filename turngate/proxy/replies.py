@@ -14,14 +14,16 @@ provider holds it. Two things of that reply still decide whether the request may
 Both are kept in process memory, bounded, the most recently used kept: a sidecar sees its
 agent's whole loop. Each is remembered for the credential the reply was answered to (its
 keyed hash, as replays are scoped): another caller naming the same reply id learns nothing
-of it. A reply this process did not commit (another replica's, one from before
-a restart, an evicted one) has its calls read from the answer the store kept for replay,
-under a conversation id; otherwise the request is checked without them: sent as it is, its
-answer's calls to tools it does not show checked as one JSON object each.
+of it. A reply this process did not commit (another replica's, one from before a restart,
+an evicted one) has, under a conversation id, its calls read from the answer the store kept
+for replay, and its thread's toolset from the one the store keeps per conversation
+(``keep_thread`` / ``load_thread``); otherwise the request is checked without them: sent as
+it is, its answer's calls to tools it does not show checked as one JSON object each.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from typing import Any, Generic, TypeVar
 
@@ -37,8 +39,13 @@ from turngate.state.store import StateStore
 # Replies remembered by each memory; an entry costs a key and a small tuple (empty for a
 # reply without calls) or a reference to a toolset every reply of its thread shares.
 REMEMBERED = 4096
+# The log that keeps, per conversation, the toolset its latest Anthropic thread was created
+# with (one entry).
+THREAD_LOG = "thread-tools:"
 # The APIs whose replies a later request can be chained to.
 CHAINED_APIS = frozenset({"openai_responses", "anthropic"})
+
+log = logging.getLogger("turngate.proxy")
 
 T = TypeVar("T")
 
@@ -135,12 +142,58 @@ class Replies:
         self, seq: MessageSequence, shown: ToolSchemas, credential: str | None
     ) -> ToolSchemas:
         """What the answer to ``seq`` is checked against: ``shown`` (the request's own
-        toolset), or for a thread continue from a remembered reply the thread's whole one."""
+        toolset), or for a thread continue from a remembered reply the thread's whole one
+        (open when it was read from the store: ``load_thread``)."""
         reply = chained_from(seq) if seq.api == "anthropic" else None
         known = None if reply is None else self.toolsets.get(_key(credential, reply))
         if known is None:
             return shown
-        return {**known, **shown}
+        merged = {**known, **shown}
+        return OpenToolset(merged) if isinstance(known, OpenToolset) else merged
+
+    async def keep_thread(
+        self,
+        store: StateStore,
+        conversation: str,
+        seq: MessageSequence,
+        toolset: ToolSchemas,
+        credential: str | None,
+        *,
+        now: float,
+    ) -> None:
+        """A thread created under ``conversation`` declared ``toolset``: kept in the store
+        too, for a continue another replica (or this process after a restart) serves."""
+        created = seq.envelope.get("thread")
+        if not isinstance(created, dict) or created.get("type") != "create":
+            return
+        if isinstance(toolset, OpenToolset) or not isinstance(toolset, dict):
+            return
+        entry = {"credential": credential or "", "tools": dict(toolset)}
+        try:
+            await store.append_log(THREAD_LOG + conversation, entry, now=now, keep=1)
+        except Exception as exc:
+            log.warning("state store: the thread's tools not kept: %s", type(exc).__name__)
+
+    async def load_thread(
+        self, store: StateStore, conversation: str, seq: MessageSequence, credential: str | None
+    ) -> None:
+        """For a thread continue under ``conversation`` from a reply this process does not
+        remember: the toolset the conversation's latest thread was created with, read from
+        the store. Open (a call to a tool it does not name is checked as a JSON object): the
+        reply may be of an earlier thread of the conversation, with other tools."""
+        reply = chained_from(seq) if seq.api == "anthropic" else None
+        if reply is None or self.toolsets.get(_key(credential, reply)) is not None:
+            return
+        try:
+            entries = await store.read_log(THREAD_LOG + conversation, limit=1)
+        except Exception as exc:
+            log.warning("state store: the thread's tools not read: %s", type(exc).__name__)
+            return
+        if not entries or entries[0].get("credential") != (credential or ""):
+            return
+        tools = entries[0].get("tools")
+        if isinstance(tools, dict):
+            self.toolsets.put(_key(credential, reply), OpenToolset(tools))
 
     def checked_with(
         self,
