@@ -97,14 +97,29 @@ async def run_tools(sdk: anthropic.AsyncAnthropic, ran: list[str], *, stream: bo
     return "".join(block.text for block in final.content if block.type == "text")
 
 
-async def create_thread(sdk: anthropic.AsyncAnthropic) -> None:
-    """The question in a new thread, the tool declared."""
+async def create_thread(sdk: anthropic.AsyncAnthropic, *, country: str | None = None) -> None:
+    """The question in a new thread, the tool declared (``country``: the JSON type of its
+    one required argument; any object when None)."""
+    schema: dict[str, Any] = {"type": "object"}
+    if country is not None:
+        schema.update(properties={"country": {"type": country}}, required=["country"])
     await sdk.beta.messages.create(
         model=MODEL,
         max_tokens=100,
         messages=[QUESTION],
-        tools=[{"name": "get_capital", "input_schema": {"type": "object"}}],
+        tools=[{"name": "get_capital", "input_schema": schema}],
         thread={"type": "create"},
+    )
+
+
+async def continue_thread(sdk: anthropic.AsyncAnthropic, previous: str, content: Any) -> Any:
+    """A continue of the thread after the reply ``previous``, one user message of
+    ``content``."""
+    return await sdk.beta.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=[{"role": "user", "content": content}],
+        thread={"type": "continue", "previous_message_id": previous},
     )
 
 
@@ -187,12 +202,7 @@ async def test_a_continue_must_answer_the_calls_of_the_reply_it_names(
         await create_thread(sdk)
         # The server holds the call; a continue without its result is refused upstream.
         with pytest.raises(anthropic.BadRequestError) as refused:
-            await sdk.beta.messages.create(
-                model=MODEL,
-                max_tokens=100,
-                messages=[{"role": "user", "content": "Never mind, just Spain?"}],
-                thread={"type": "continue", "previous_message_id": "msg_1"},
-            )
+            await continue_thread(sdk, "msg_1", "Never mind, just Spain?")
     assert refused.value.response.headers["Turngate-Rejection"] == "missing_result"
     assert "toolu_1" in str(refused.value)
     assert len(stack.upstream.received) == 1
@@ -219,12 +229,7 @@ async def test_a_continue_from_a_reply_never_committed_is_refused(stack: Stack):
         await create_thread(sdk)
         result = {"type": "tool_result", "tool_use_id": "toolu_9", "content": "Rome"}
         with pytest.raises(anthropic.BadRequestError) as refused:
-            await sdk.beta.messages.create(
-                model=MODEL,
-                max_tokens=100,
-                messages=[{"role": "user", "content": [result]}],
-                thread={"type": "continue", "previous_message_id": "msg_9"},
-            )
+            await continue_thread(sdk, "msg_9", [result])
     assert refused.value.response.headers["Turngate-Rejection"] == "history_mismatch"
     assert len(stack.upstream.received) == 1
 
@@ -293,32 +298,11 @@ async def test_another_replica_checks_a_continue_against_the_threads_schemas(
     wrong["content"][0]["input"] = {"country": 7}
     other.upstream.replies(Reply.json(wrong))
     headers = {"Turngate-Conversation-Id": CONVERSATION}
-    tools = [
-        {
-            "name": "get_capital",
-            "input_schema": {
-                "type": "object",
-                "properties": {"country": {"type": "string"}},
-                "required": ["country"],
-            },
-        }
-    ]
     async with anthropic_sdk(one, **headers) as sdk:
-        await sdk.beta.messages.create(
-            model=MODEL,
-            max_tokens=100,
-            messages=[QUESTION],
-            tools=tools,
-            thread={"type": "create"},
-        )
+        await create_thread(sdk, country="string")
     result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Paris"}
     async with anthropic_sdk(other, **headers) as sdk:
         with pytest.raises(anthropic.APIStatusError) as refused:
-            await sdk.beta.messages.create(
-                model=MODEL,
-                max_tokens=100,
-                messages=[{"role": "user", "content": [result]}],
-                thread={"type": "continue", "previous_message_id": "msg_1"},
-            )
+            await continue_thread(sdk, "msg_1", [result])
     assert refused.value.status_code == 502
     assert "breaks its schema" in str(refused.value)
