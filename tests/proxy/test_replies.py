@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from turngate.adapters import get_adapter
 from turngate.adapters.base import RouteInfo
@@ -24,6 +27,10 @@ class NoStore:
 def chained(items: list[dict[str, Any]]) -> MessageSequence:
     body = {"model": "gpt-4o", "previous_response_id": "resp_1", "input": items}
     return get_adapter("openai_responses").parse_request(body, RouteInfo())
+
+
+def output(call_id: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": "ok"}
 
 
 def reply(*blocks: Any) -> AssistantTurn:
@@ -65,3 +72,36 @@ async def test_the_least_recently_used_reply_is_forgotten_first():
         replies.committed("openai_responses", turn, "k")
     # resp_1 went first: a request chained to it is judged without it.
     replies.refuse_unanswered(chained([{"role": "user", "content": "go on"}]), "k")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    calls=st.integers(min_value=1, max_value=5),
+    answered=st.lists(st.integers(min_value=0, max_value=4), max_size=6),
+    strays=st.integers(min_value=0, max_value=2),
+    same_caller=st.booleans(),
+    order=st.randoms(use_true_random=False),
+)
+def test_a_chained_request_goes_only_when_it_answers_every_call(
+    calls: int, answered: list[int], strays: int, same_caller: bool, order: random.Random
+) -> None:
+    replies = Replies()
+    blocks = tuple(
+        new_tool_call(id=f"b{k}", order=k, call_id=f"call_{k}", name="f", arguments="{}")
+        for k in range(calls)
+    )
+    replies.committed("openai_responses", reply(*blocks), "k")
+    ids = [f"call_{k}" for k in answered if k < calls] + [f"stray_{k}" for k in range(strays)]
+    # Outputs in any order, answering some calls (maybe twice: the validator's to refuse),
+    # and outputs for calls the stored part holds elsewhere.
+    order.shuffle(ids)
+    seq = chained([output(call_id) for call_id in dict.fromkeys(ids)])
+    missing = {f"call_{k}" for k in range(calls)} - set(ids)
+    caller = "k" if same_caller else "another"
+    if not same_caller or not missing:
+        replies.refuse_unanswered(seq, caller)
+        return
+    with pytest.raises(SequenceRejected) as refused:
+        replies.refuse_unanswered(seq, caller)
+    assert {v.call_id for v in refused.value.violations} == missing
+    assert {v.rule for v in refused.value.violations} == {"missing_result"}
