@@ -12,6 +12,11 @@ argument fragments (openai-chat/pai-long-tool-args), three attempts per conversa
 revision. The upstream answers each request with one of: the recorded stream whole (70%),
 cut by a reset after a random number of frames (8%), ended cleanly without its last frames
 (8%), stalled after some frames past turngate's idle timeout (4%), a 500 (5%), a 429 (5%).
+Every fifth client instead runs a Responses tool loop chained by ``previous_response_id``
+(no conversation id): the recorded answer calling a tool, then a request chained to it,
+which in 10% of loops leaves the call's output out (an invalid sequence, marked the same
+way: turngate must refuse it from its memory of the reply); the Responses answers get the
+500 and 429 faults too.
 
 Printed: requests served and their outcomes by kind, turngate's RSS and open FDs at start
 (after a 5 s warm-up) and at the end (clients stopped, 2 s idle) against the stated bounds,
@@ -49,6 +54,8 @@ from aiohttp import web
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 RECORDING = "openai-chat/pai-long-tool-args"
+RESPONSES_CALL = "openai-responses/pai-nonstream-function-call.json"
+RESPONSES_AFTER = "openai-responses/pai-nonstream-after-function-output.json"
 INVALID_HEADER = "X-Soak-Invalid"
 UPSTREAM_IDLE = 2.0
 # Bounds stated up front: what the end may exceed the start by.
@@ -73,8 +80,11 @@ def frames_of(body: bytes) -> list[bytes]:
 class Upstream:
     frames: list[bytes]
     rng: random.Random
+    # The Responses answers: one calling the tool, one after its output (ids made unique).
+    answers: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
     invalid_sent: int = 0
     served: Counter[str] = field(default_factory=Counter)
+    numbered: int = 0
 
     def pick(self) -> str:
         names, weights = zip(*FAULTS, strict=True)
@@ -85,11 +95,17 @@ class Upstream:
         if INVALID_HEADER in request.headers:
             self.invalid_sent += 1
         fault = self.pick()
-        self.served[fault] += 1
+        responses = request.path.endswith("/responses")
+        if responses and fault not in ("error500", "rate429"):
+            # A whole answer: the stream faults are the Chat streams'.
+            fault = "whole"
+        self.served[("responses " if responses else "") + fault] += 1
         if fault in ("error500", "rate429"):
             status = 500 if fault == "error500" else 429
             error = {"error": {"message": fault, "type": "server_error", "code": None}}
             return web.json_response(error, status=status)
+        if responses:
+            return web.json_response(self.responses_answer(await request.json()))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         cut = self.rng.randrange(1, len(self.frames)) if fault != "whole" else len(self.frames)
@@ -105,6 +121,18 @@ class Upstream:
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response
+
+    def responses_answer(self, asked: dict[str, Any]) -> dict[str, Any]:
+        """A chained request gets the text answer, any other the call; each its own ids."""
+        self.numbered += 1
+        n = self.numbered
+        chained = "previous_response_id" in asked
+        answer = orjson.loads(orjson.dumps(self.answers[1 if chained else 0]))
+        answer["id"] = f"resp_soak_{n}"
+        if not chained:
+            answer["output"][0]["call_id"] = f"call_soak_{n}"
+            answer["output"][0]["id"] = f"fc_soak_{n}"
+        return dict(answer)
 
 
 def tool_calls_seen(stream: bytes) -> dict[int, str]:
@@ -185,6 +213,51 @@ async def client(
             tally.outcomes[kind] += 1
 
 
+async def responses_client(
+    *, url: str, ask: dict[str, Any], deadline: float, tally: Tally, rng: random.Random
+) -> None:
+    """A Responses tool loop chained by ``previous_response_id``, its output left out in 10%
+    of loops (marked invalid: it must never reach the upstream)."""
+    timeout = aiohttp.ClientTimeout(total=60)
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-soak"}
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        while time.monotonic() < deadline:
+            try:
+                await _chained_loop(session, url, ask=ask, headers=headers, tally=tally, rng=rng)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                tally.outcomes[f"responses exception {type(exc).__name__}"] += 1
+
+
+async def _chained_loop(
+    session: aiohttp.ClientSession,
+    url: str,
+    *,
+    ask: dict[str, Any],
+    headers: dict[str, str],
+    tally: Tally,
+    rng: random.Random,
+) -> None:
+    tally.requests += 1
+    async with session.post(url, data=orjson.dumps(ask), headers=headers) as r:
+        first = await r.read()
+    tally.outcomes[f"responses http {r.status}"] += 1
+    if r.status != 200:
+        return
+    answer = orjson.loads(first)
+    call = answer["output"][0]
+    bad = rng.random() < 0.10
+    chained: dict[str, Any] = {"model": ask["model"], "tools": ask["tools"]}
+    chained["previous_response_id"] = answer["id"]
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": "x"}
+    chained["input"] = [{"role": "user", "content": "and then?"}] if bad else [output]
+    tally.requests += 1
+    marked = {**headers, INVALID_HEADER: "1"} if bad else headers
+    async with session.post(url, data=orjson.dumps(chained), headers=marked) as r:
+        await r.read()
+    kind = f"responses chained http {r.status}"
+    tally.outcomes[("invalid " if bad else "") + kind] += 1
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -244,7 +317,15 @@ async def soak(clients: int, seconds: float, seed: int) -> bool:
     invalid = orjson.dumps(broken)
     expected = tool_calls_seen(recorded)
 
-    upstream = Upstream(frames_of(recorded), random.Random(seed))
+    answers = (
+        orjson.loads((FIXTURES / RESPONSES_CALL).read_bytes()),
+        orjson.loads((FIXTURES / RESPONSES_AFTER).read_bytes()),
+    )
+    ask: dict[str, Any] = orjson.loads(
+        (FIXTURES / RESPONSES_CALL.replace(".json", ".request.json")).read_bytes()
+    )
+    ask.pop("stream", None)
+    upstream = Upstream(frames_of(recorded), random.Random(seed), answers)
     upstream_app = web.Application()
     upstream_app.router.add_route("*", "/{tail:.*}", upstream.handle)
     runner = web.AppRunner(upstream_app, access_log=None)
@@ -269,7 +350,15 @@ async def soak(clients: int, seconds: float, seed: int) -> bool:
         deadline = started + seconds
         workers = [
             asyncio.create_task(
-                client(
+                responses_client(
+                    url=url + "/openai/v1/responses",
+                    ask=ask,
+                    deadline=deadline,
+                    tally=tally,
+                    rng=random.Random(rng.random()),
+                )
+                if n % 5 == 4
+                else client(
                     number=n,
                     url=url + "/openai/v1/chat/completions",
                     valid=valid,
