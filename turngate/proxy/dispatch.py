@@ -210,7 +210,7 @@ async def prepare(
         check_known(seq, version, stored)
         refuse_unframed_stream(request, route)
         refuse_invalid(verdict)
-        services.replies.refuse_unanswered(seq, credential)
+        judged = services.replies.refuse_unanswered(seq, credential)
         outbound, final_body = render(adapter, seq, body, raw)
         await admit_or_ask(
             request, route, services, policy=policy, seq=seq, final_body=final_body, model=model
@@ -221,11 +221,14 @@ async def prepare(
                 services.store, conversation, seq, now=services.clock(), sent=outbound.body
             )
             revision, continues, prefix = checked.revision, checked.continues, checked.prefix
-            await services.replies.refuse_unanswered_kept(
-                services.store, seq, checked.anchor, credential, now=services.clock()
-            )
+            if not judged:
+                judged = await services.replies.refuse_unanswered_kept(
+                    services.store, seq, checked.anchor, credential, now=services.clock()
+                )
             await services.replies.load_thread(services.store, conversation, seq, credential)
             generation = checked.conversation.cancel_generation
+        if not judged:
+            observer.unjudged_chain()
     else:
         shadowed = ShadowInput(raw, body, seq, verdict, model, operation_id, credential)
         shadow = shadow_outcome(

@@ -250,6 +250,14 @@ class DispatchObserver:
             self._counted = enforced
             self.metrics.validated(self.api, rules, enforced=enforced)
 
+    def unjudged_chain(self) -> None:
+        """The request is chained to a reply turngate does not know (replies.py): sent
+        without the check that it answers the reply's calls."""
+        self.metrics.chained_unjudged(self.api)
+        span = self.span.span
+        if span.is_recording():
+            span.set_attribute("turngate.chained.judged", False)
+
     def refused(self, rule: str) -> None:
         """Refused before anything was sent (the validator's refusal counted already)."""
         if self.verdict in ("READY", "SHADOWED"):

@@ -96,16 +96,20 @@ class Replies:
         # A reply without calls too: the next request chained to it then needs no lookup.
         self.calls.put(_key(credential, turn.handle), open_calls(turn))
 
-    def refuse_unanswered(self, seq: MessageSequence, credential: str | None) -> None:
+    def refuse_unanswered(self, seq: MessageSequence, credential: str | None) -> bool:
         """Raise ``SequenceRejected`` (``missing_result``) when ``seq`` is chained to a
-        remembered reply whose calls it does not all answer."""
+        remembered reply whose calls it does not all answer. False: ``seq`` is chained to a
+        reply this memory does not hold, and could not be judged."""
         reply = chained_from(seq)
-        calls = None if reply is None else self.calls.get(_key(credential, reply))
-        if reply is None or calls is None:
-            return
+        if reply is None:
+            return True
+        calls = self.calls.get(_key(credential, reply))
+        if calls is None:
+            return False
         violations = unanswered(seq, reply, calls)
         if violations:
             raise SequenceRejected(violations)
+        return True
 
     async def refuse_unanswered_kept(
         self,
@@ -115,28 +119,30 @@ class Replies:
         credential: str | None,
         *,
         now: float,
-    ) -> None:
+    ) -> bool:
         """``refuse_unanswered`` for a reply this process does not remember but a shared
         store kept for replay (under a conversation id, committed by operation ``anchor``
-        for the same credential: another replica, or this process before a restart)."""
+        for the same credential: another replica, or this process before a restart). False
+        when the reply is not found there either."""
         reply = chained_from(seq)
-        if reply is None or anchor is None:
-            return
-        if self.calls.get(_key(credential, reply)) is not None:
-            return
+        if reply is None or self.calls.get(_key(credential, reply)) is not None:
+            return True
+        if anchor is None:
+            return False
         record = await store.get(anchor)
         if record is None or record.manifest.credential_hash != credential:
-            return
+            return False
         kept = await store.load_response(anchor, now=now)
         if kept is None:
-            return
+            return False
         try:
             turn, _ = kept_answer(seq.api, kept)
         except (TurngateError, ValueError):
-            return
-        if turn.handle == reply:
-            self.committed(seq.api, turn, credential)
-            self.refuse_unanswered(seq, credential)
+            return False
+        if turn.handle != reply:
+            return False
+        self.committed(seq.api, turn, credential)
+        return self.refuse_unanswered(seq, credential)
 
     def toolset(
         self, seq: MessageSequence, shown: ToolSchemas, credential: str | None

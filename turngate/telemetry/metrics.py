@@ -131,6 +131,12 @@ class DispatchMetrics:
             unit="{dispatch}",
             description="Tool calls relayed before they were complete and valid; must stay 0",
         )
+        self._unjudged = counter(
+            "turngate.chained.unjudged",
+            unit="{request}",
+            description="Requests chained to a provider-held reply turngate does not know, "
+            "sent without checking that they answer its calls",
+        )
         self._upstream_errors = counter(
             "turngate.upstream.errors",
             unit="{error}",
@@ -177,6 +183,7 @@ class DispatchMetrics:
             self._retracted,
             self._duplicate_deltas,
             self._partial,
+            self._unjudged,
         ):
             for api in APIS:
                 instrument.add(0, self._by_api[api])
@@ -263,6 +270,9 @@ class DispatchMetrics:
 
     def partial_dispatch(self, api: str) -> None:
         self._partial.add(1, self._labels(api))
+
+    def chained_unjudged(self, api: str) -> None:
+        self._unjudged.add(1, self._labels(api))
 
     # -- requests ------------------------------------------------------------------------
 
