@@ -53,7 +53,13 @@ from turngate.graph.turn import AssistantTurn
 from turngate.proxy.conversation import answer_prefix
 from turngate.proxy.errors import error_response
 from turngate.proxy.observe import DispatchObserver, quiet_observer
-from turngate.proxy.replay import RecordedStream, commit_answer, commit_streamed, quietly
+from turngate.proxy.replay import (
+    RecordedStream,
+    commit_answer,
+    commit_streamed,
+    operation_headers,
+    quietly,
+)
 from turngate.proxy.replies import threaded
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
@@ -153,11 +159,7 @@ class Attempt:
         self.lost = False
         # True on the attempt a retry claimed (next_attempt): a request is sent again once.
         self.resent = False
-        self.headers = {
-            "Turngate-Operation-Id": self.manifest.operation_id,
-            "Turngate-Manifest-Digest": self.manifest.digest,
-            "Turngate-Attempt": str(self.manifest.attempt),
-        }
+        self.headers = operation_headers(self.manifest)
         # The dispatch's span, metrics and log line fields (observe.py).
         self.observer = observer if observer is not None else quiet_observer(request)
         self.observer.claimed(record)

@@ -342,12 +342,18 @@ def replay_response(
                 f"answer was kept {'streamed' if stored.streamed else 'whole'} and cannot be "
                 "replayed in the form asked for"
             )
-    manifest = record.manifest
     headers = {
         "Content-Type": content_type,
-        "Turngate-Operation-Id": manifest.operation_id,
-        "Turngate-Manifest-Digest": manifest.digest,
-        "Turngate-Attempt": str(manifest.attempt),
+        **operation_headers(record.manifest),
         REPLAY_HEADER: "1",
     }
     return web.Response(status=stored.status, body=body, headers=headers)
+
+
+def operation_headers(manifest: DispatchManifest) -> dict[str, str]:
+    """The headers naming the operation an answer belongs to."""
+    return {
+        "Turngate-Operation-Id": manifest.operation_id,
+        "Turngate-Manifest-Digest": manifest.digest,
+        "Turngate-Attempt": str(manifest.attempt),
+    }

@@ -36,6 +36,7 @@ from aiohttp import web
 from yarl import URL
 
 from turngate.adapters import get_adapter
+from turngate.adapters.sse import SSEDecoder, SSEError
 from turngate.errors import IllegalTransition, StateConflict, TurngateError
 from turngate.graph.model import ApiName
 from turngate.graph.stream_outputs import UPSTREAM_ERROR
@@ -51,7 +52,7 @@ from turngate.proxy.credentials import credential_hash
 from turngate.proxy.dispatch import CONVERSATION_HEADER
 from turngate.proxy.errors import error_response
 from turngate.proxy.recovery import quarantine
-from turngate.proxy.replay import record_commit
+from turngate.proxy.replay import operation_headers, record_commit
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.proxy.stream import KEEPALIVE, ClientGone, StreamPlan, StreamSession, stream_marks
@@ -157,20 +158,22 @@ async def _first_event(upstream: aiohttp.ClientResponse) -> tuple[bytes, dict[st
     """The bytes read up to the end of the first frame, and the response it carries (its
     ``model`` and ``tools``), if it does."""
     head = bytearray()
+    decoder = SSEDecoder()
     while len(head) <= HEAD_LIMIT:
-        end = _FRAME_END.search(head)
-        if end is not None:
-            return bytes(head), _response_of(bytes(head[: end.start()]))
         chunk = await upstream.content.readany()
         if not chunk:
             break
         head += chunk
+        try:
+            frames = decoder.feed(chunk)
+        except SSEError:
+            break  # the relay reports it, reading the same bytes
+        if frames:
+            return bytes(head), _response_of(frames[0].data)
     return bytes(head), None
 
 
-def _response_of(frame: bytes) -> dict[str, Any] | None:
-    lines = frame.replace(b"\r\n", b"\n").split(b"\n")
-    data = b"\n".join(line[5:].lstrip(b" ") for line in lines if line.startswith(b"data:"))
+def _response_of(data: bytes) -> dict[str, Any] | None:
     try:
         event = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -242,13 +245,7 @@ class RetrievalOwner:
         # The keyed hash of the caller's credentials: what it is delivered under.
         self.credential = credential
         self.open = True
-        self.headers: dict[str, str] = {}
-        if record is not None:
-            self.headers = {
-                "Turngate-Operation-Id": record.operation_id,
-                "Turngate-Manifest-Digest": record.manifest.digest,
-                "Turngate-Attempt": str(record.manifest.attempt),
-            }
+        self.headers = {} if record is None else operation_headers(record.manifest)
 
     async def move(
         self, transition: Transition, *, handle: str | None = None, detail: str | None = None
