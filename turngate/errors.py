@@ -8,6 +8,7 @@ The proxy renders any of these in the caller's own API envelope (see each adapte
     │   ├── BadRequestBody             non-JSON, invalid UTF-8, too deep, too large, wrong type
     │   ├── SequenceRejected           the validator refused the message sequence (400)
     │   ├── SequenceWaiting            a tool call has no result yet: nothing is sent (400)
+    │   ├── BatchRejected              requests of a batch the checks refuse: nothing is sent (400)
     │   ├── UnsupportedInTarget        the target API cannot carry a block (400)
     │   ├── UnknownKind                a block kind this adapter does not know (400)
     │   ├── ContextLengthExceeded      rendered request + max output exceed the model's window (400)
@@ -23,6 +24,7 @@ The proxy renders any of these in the caller's own API envelope (see each adapte
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -74,6 +76,43 @@ class SequenceRejected(LocalError):
 
 class SequenceWaiting(SequenceRejected):
     """Some tool calls have no result yet; the sequence is not ready to send."""
+
+
+@dataclass(frozen=True)
+class BatchRefusal:
+    """One request of a batch and what refuses it."""
+
+    # Where it is in the batch, e.g. ``requests[3]``.
+    location: str
+    # The name the client gave it (Anthropic's ``custom_id``, Gemini's ``metadata.key``).
+    name: str | None
+    error: TurngateError
+
+    def describe(self) -> str:
+        named = self.location if self.name is None else f"{self.location} ({self.name[:64]!r})"
+        return f"{named}: [{self.error.rule}] {self.error.message.removeprefix('turngate: ')}"
+
+
+class BatchRejected(LocalError):
+    """Requests of a batch turngate refuses; the batch is not sent.
+
+    The rule is the first refused request's, so an SDK's message and the
+    ``Turngate-Rejection`` header name it; the message names the first ``SHOWN`` refused
+    requests with their rules, and each API's envelope lists them all.
+    """
+
+    SHOWN = 5
+
+    def __init__(self, refused: Sequence[BatchRefusal], total: int):
+        self.refused = tuple(refused)
+        parts = [refusal.describe() for refusal in self.refused]
+        more = len(parts) - self.SHOWN
+        listed = "; ".join(parts[: self.SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        super().__init__(
+            f"turngate: {len(parts)} of the batch's {total} requests would be refused, "
+            f"so the batch was not sent: {listed}",
+            rule=self.refused[0].error.rule,
+        )
 
 
 class UnsupportedInTarget(LocalError):

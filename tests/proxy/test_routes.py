@@ -132,3 +132,28 @@ def test_an_upstream_must_be_a_plain_http_url():
     for bad in ("ftp://x", "api.openai.com", "https://x/?q=1"):
         with pytest.raises(ValueError, match="upstream"):
             prefixes(Settings(upstream_openai=bad), {})
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "batch", "info"),
+    [
+        ("POST", "/anthropic/v1/messages/batches", "anthropic", RouteInfo()),
+        ("GET", "/anthropic/v1/messages/batches", None, RouteInfo()),
+        ("POST", "/anthropic/v1/messages/batches/msgbatch_1/cancel", None, RouteInfo()),
+        (
+            "POST",
+            "/gemini/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+            "gemini",
+            RouteInfo(model="gemini-2.5-flash", stream=False),
+        ),
+        ("POST", "/gemini/v1beta/batches/b-1:cancel", None, RouteInfo()),
+        ("POST", "/openai/v1/batches", None, RouteInfo()),
+    ],
+)
+def test_batch_creations_are_recognised_and_nothing_else(
+    method: str, path: str, batch: str | None, info: RouteInfo
+):
+    route = match(TABLE, method, path, path)
+    assert route is not None
+    assert route.api is None
+    assert (route.batch, route.info) == (batch, info)

@@ -162,6 +162,8 @@ async def test_every_request_duration_is_recorded_by_route_template(
         "/gemini/v1beta1/projects/acme/locations/us-east5/publishers/google/models/g:generateContent",
         "/gemini/v1beta1/projects/umbrella/locations/asia-south1/publishers/google/models/h:generateContent",
         "/gemini/v1beta/models/gemini-2.5-pro:countTokens",
+        "/gemini/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+        "/anthropic/v1/messages/batches",
         "/openai/v1/models",
         "/openai/v1/files/file-abc/content?missing=1",
     ]
@@ -170,6 +172,7 @@ async def test_every_request_duration_is_recorded_by_route_template(
     scraped = samples(await (await client.get("/metrics")).text())
     count = "turngate_request_duration_seconds_count"
     gemini = "/gemini/v1beta/models/{model}:generateContent"
+    batch = "/gemini/v1beta/models/{model}:batchGenerateContent"
     # No project, location or model name becomes a label.
     vertex = (
         "/gemini/v1beta1/projects/{project}/locations/{location}/publishers/{publisher}"
@@ -179,6 +182,8 @@ async def test_every_request_duration_is_recorded_by_route_template(
         key(count, route=gemini, api="gemini", status="201"): 2,
         key(count, route=vertex, api="gemini", status="201"): 2,
         key(count, route="/gemini/*", api="none", status="201"): 1,
+        key(count, route=batch, api="gemini", status="201"): 1,
+        key(count, route="/anthropic/v1/messages/batches", api="anthropic", status="201"): 1,
         key(count, route="/openai/*", api="none", status="201"): 1,
         key(count, route="/openai/*", api="none", status="404"): 1,
     }

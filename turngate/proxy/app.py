@@ -36,6 +36,7 @@ from turngate.policies.report import report_json
 from turngate.policies.tokens import load_encodings
 from turngate.proxy import conversation
 from turngate.proxy.background import retrieve, retrieved_handle
+from turngate.proxy.batches import checked_batch
 from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
@@ -272,6 +273,8 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
         return error_response(ERROR_API[route.provider], websocket_refused(request))
     if route.api is not None:
         return await dispatch(request, route, services)
+    if route.batch is not None:
+        return await checked_batch(request, route, services, route.batch)
     try:
         handle = retrieved_handle(request, route)
         if handle is not None:

@@ -19,6 +19,7 @@ from typing import Literal, assert_never
 from yarl import URL
 
 from turngate.adapters.base import RouteInfo
+from turngate.adapters.batches import batch_route
 from turngate.adapters.gemini.paths import CHAT_PATH
 from turngate.graph.model import ApiName
 from turngate.proxy.egress import EgressProxy, proxy_for
@@ -58,6 +59,9 @@ class RouteMatch:
     # Set when the route is parsed into the graph; None when it is relayed unchanged.
     api: ApiName | None
     info: RouteInfo
+    # Set when the route creates a batch of this API's chat requests (adapters/batches.py):
+    # each is checked, and the batch relayed unchanged.
+    batch: ApiName | None = None
 
     @property
     def provider(self) -> Provider:
@@ -108,9 +112,12 @@ def match(table: tuple[Prefix, ...], method: str, path: str, raw_path_qs: str) -
         raw_tail = raw_path_qs[len(prefix.mount) :]
         if has_dot_segment(raw_tail):
             return None
-        api, info = _parsed(
-            prefix.provider, method, prefix.upstream_root + path[len(prefix.mount) :]
-        )
+        upstream_path = prefix.upstream_root + path[len(prefix.mount) :]
+        api, info = _parsed(prefix.provider, method, upstream_path)
+        if api is None:
+            batch = batch_route(prefix.provider, method, upstream_path)
+            if batch is not None:
+                return RouteMatch(prefix, prefix.upstream_root + raw_tail, None, batch[1], batch[0])
         return RouteMatch(prefix, prefix.upstream_root + raw_tail, api, info)
     return None
 

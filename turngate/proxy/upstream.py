@@ -143,18 +143,23 @@ class WatchedBody(payload.Payload):
 
 
 async def relay(
-    request: web.Request, route: RouteMatch, session: aiohttp.ClientSession
+    request: web.Request,
+    route: RouteMatch,
+    session: aiohttp.ClientSession,
+    *,
+    read: bytes | None = None,
 ) -> web.StreamResponse:
-    """An unparsed route: stream the request up and the response down, unchanged."""
+    """An unparsed route: stream the request up and the response down, unchanged.
+    ``read``: the request's body, when turngate has read it whole already."""
     headers = outbound_headers(request.headers, keep_length=True)
     idle = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
-    body = _IdleBody(request.content, idle) if request.body_exists else None
+    body = _IdleBody(request.content, idle) if request.body_exists and read is None else None
     try:
         async with session.request(
             request.method,
             route.upstream_url,
             headers=headers,
-            data=None if body is None else body.chunks(),
+            data=read if body is None else body.chunks(),
             allow_redirects=False,
             proxy=route.prefix.proxy,
         ) as upstream:

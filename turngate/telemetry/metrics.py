@@ -35,6 +35,7 @@ from typing import Literal, get_args
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from turngate.adapters.batches import ANTHROPIC_BATCHES, GEMINI_BATCH
 from turngate.adapters.gemini.paths import CHAT_PATH, chat_path_template
 from turngate.graph.model import ApiName
 from turngate.graph.validator import DUPLICATE_RESULT, ORPHAN_RESULT
@@ -326,7 +327,9 @@ PARSED_ROUTES: dict[str, ApiName] = {
     "/anthropic/v1/messages": "anthropic",
 }
 _GEMINI_MOUNT = "/gemini"
-_GEMINI_METHODS = (":generateContent", ":streamGenerateContent")
+_GEMINI_METHODS = (":generateContent", ":streamGenerateContent", ":batchGenerateContent")
+# Batches whose chat requests are checked (proxy/batches.py).
+_ANTHROPIC_BATCHES = "/anthropic" + ANTHROPIC_BATCHES
 _OWN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 _RESPONSE_ID = re.compile(r"^/openai/v1/responses/[^/]+$")
 
@@ -335,12 +338,15 @@ def route_label(path: str) -> str:
     """A bounded ``route`` label for a request path: a parsed route's template (the Gemini
     model becomes ``{model}``), a relayed one's prefix (``/openai/*``), turngate's own
     paths, ``other`` for the rest."""
-    if path in PARSED_ROUTES or path in _OWN_PATHS:
+    if path in PARSED_ROUTES or path in _OWN_PATHS or path == _ANTHROPIC_BATCHES:
         return path
     if path.startswith(_GEMINI_MOUNT + "/"):
         gemini = CHAT_PATH.fullmatch(path, len(_GEMINI_MOUNT))
         if gemini:
             return _GEMINI_MOUNT + chat_path_template(gemini)
+        batch = GEMINI_BATCH.fullmatch(path, len(_GEMINI_MOUNT))
+        if batch:
+            return f"{_GEMINI_MOUNT}/{batch['version']}/models/{{model}}:batchGenerateContent"
     if path.startswith("/turngate/v1/operations/"):
         return "/turngate/v1/operations/{id}"
     if path.startswith("/turngate/v1/conversations/"):
@@ -357,6 +363,8 @@ def parsed_api(label: str) -> ApiName | None:
     """The API a ``route_label`` is parsed as, None for a relayed or turngate's own route."""
     if label in PARSED_ROUTES:
         return PARSED_ROUTES[label]
+    if label == _ANTHROPIC_BATCHES:
+        return "anthropic"
     if label.startswith(_GEMINI_MOUNT + "/") and label.endswith(_GEMINI_METHODS):
         return "gemini"
     return None

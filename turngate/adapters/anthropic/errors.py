@@ -4,13 +4,16 @@ The error ``type`` follows the status as the API's errors page lists it (400
 ``invalid_request_error``, 409 ``conflict_error``, 413 ``request_too_large``, 529
 ``overloaded_error``…). The rule code goes where the envelope has room for a code:
 ``error.details.error_code`` (read by SDK 2.x into ``APIStatusError.error_code``), the end
-of the message, and the ``Turngate-Rejection`` header.
+of the message, and the ``Turngate-Rejection`` header. A refused batch lists every refused
+request in ``error.details.refused_requests`` (location, custom_id, error_code, message).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from turngate.adapters.base import ErrorResponse
-from turngate.errors import TurngateError
+from turngate.errors import BatchRejected, TurngateError
 
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -39,13 +42,20 @@ def render_anthropic_error(error: TurngateError) -> ErrorResponse:
     message = error.message
     if error.rule not in message:
         message = f"{message} [rule: {error.rule}]"
+    details: dict[str, Any] = {"error_code": error.rule}
+    if isinstance(error, BatchRejected):
+        details["refused_requests"] = [
+            {
+                "location": refusal.location,
+                "custom_id": refusal.name,
+                "error_code": refusal.error.rule,
+                "message": refusal.error.message,
+            }
+            for refusal in error.refused
+        ]
     body = {
         "type": "error",
-        "error": {
-            "type": error_type(error.status),
-            "message": message,
-            "details": {"error_code": error.rule},
-        },
+        "error": {"type": error_type(error.status), "message": message, "details": details},
         "request_id": None,
     }
     return ErrorResponse(status=error.status, body=body, headers={"Turngate-Rejection": error.rule})

@@ -5,6 +5,9 @@
                             "reason": "<rule code>", "domain": "turngate.dev",
                             "metadata": {"location": "contents[3]", ...}}]}}
 
+A refused batch adds a ``google.rpc.BadRequest`` detail whose ``fieldViolations`` name every
+refused request (``field``: its place in the batch, ``reason``: its rule code).
+
 google-genai raises ``errors.ClientError`` for a 4xx body of this shape (``ServerError``
 for 5xx), with ``.code``, ``.status``, ``.message`` and ``.details`` = the body.
 """
@@ -14,10 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from turngate.adapters.base import ErrorResponse
-from turngate.errors import SequenceRejected, SequenceWaiting, TurngateError
+from turngate.errors import BatchRejected, SequenceRejected, SequenceWaiting, TurngateError
 
 DOMAIN = "turngate.dev"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
 
 # HTTP status -> canonical google.rpc code name.
 _STATUS = {
@@ -57,14 +61,29 @@ def render_gemini_error(error: TurngateError) -> ErrorResponse:
             if value is not None:
                 metadata[key] = value
         metadata["violations"] = ",".join(v.rule for v in error.violations)
+    details: list[dict[str, Any]] = [
+        {"@type": ERROR_INFO, "reason": error.rule, "domain": DOMAIN, "metadata": metadata}
+    ]
+    if isinstance(error, BatchRejected):
+        details.append({"@type": BAD_REQUEST, "fieldViolations": _field_violations(error)})
     body: dict[str, Any] = {
         "error": {
             "code": error.status,
             "message": error.message,
             "status": canonical_status(error),
-            "details": [
-                {"@type": ERROR_INFO, "reason": error.rule, "domain": DOMAIN, "metadata": metadata}
-            ],
+            "details": details,
         }
     }
     return ErrorResponse(status=error.status, body=body, headers={"Turngate-Rejection": error.rule})
+
+
+def _field_violations(error: BatchRejected) -> list[dict[str, str]]:
+    """Every refused request of a batch, as google.rpc.BadRequest names a bad field."""
+    return [
+        {
+            "field": refusal.location,
+            "description": refusal.describe(),
+            "reason": refusal.error.rule,
+        }
+        for refusal in error.refused
+    ]

@@ -1,0 +1,103 @@
+"""The chat requests a batch carries, each as the body its API's adapter parses.
+
+    anthropic   POST /v1/messages/batches
+                {"requests": [{"custom_id": ..., "params": <a Messages request>}, ...]}
+    gemini      POST /{version}/models/{m}:batchGenerateContent
+                {"batch": {"inputConfig": {"requests": {"requests": [
+                    {"request": <a generateContent request>, "metadata": {"key": ...}}, ...]}}}}
+
+A provider runs each request of a batch on its own, hours later, and reports one it refuses
+only in the batch's results; turngate checks them all before the batch is sent. What is not
+shaped as above (no list of requests, an entry without an object to parse, a Gemini batch
+read from an uploaded file) holds nothing to check here: the provider judges it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from turngate.adapters.base import RouteInfo
+from turngate.graph.model import ApiName
+
+ANTHROPIC_BATCHES = "/v1/messages/batches"
+GEMINI_BATCH = re.compile(
+    r"/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):batchGenerateContent"
+)
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    # Where the entry is in the batch, as the client wrote it (for the refusal's message).
+    location: str
+    # What the client named it: Anthropic's ``custom_id``, Gemini's ``metadata.key``.
+    name: str | None
+    body: Mapping[str, Any]
+    info: RouteInfo
+
+
+def batch_route(provider: str, method: str, upstream_path: str) -> tuple[ApiName, RouteInfo] | None:
+    """The API whose chat requests a batch created at ``upstream_path`` (decoded, no query)
+    holds, and what the path says of them (a Gemini batch's model)."""
+    if method != "POST":
+        return None
+    if provider == "anthropic" and upstream_path == ANTHROPIC_BATCHES:
+        return "anthropic", RouteInfo()
+    if provider == "gemini":
+        found = GEMINI_BATCH.fullmatch(upstream_path)
+        if found is not None:
+            return "gemini", RouteInfo(model=found["model"], stream=False)
+    return None
+
+
+def batch_entries(api: ApiName, info: RouteInfo, body: Mapping[str, Any]) -> Iterator[BatchEntry]:
+    if api == "anthropic":
+        yield from _anthropic(body)
+    elif api == "gemini" and info.model is not None:
+        yield from _gemini(body, info.model)
+
+
+def _anthropic(body: Mapping[str, Any]) -> Iterator[BatchEntry]:
+    requests = body.get("requests")
+    if not isinstance(requests, list):
+        return
+    for index, entry in enumerate(requests):
+        if not isinstance(entry, dict) or not isinstance(entry.get("params"), dict):
+            continue
+        name = entry.get("custom_id")
+        yield BatchEntry(
+            f"requests[{index}]",
+            name if isinstance(name, str) else None,
+            entry["params"],
+            RouteInfo(),
+        )
+
+
+def _gemini(body: Mapping[str, Any], model: str) -> Iterator[BatchEntry]:
+    requests = _path(body, "batch", "inputConfig", "requests", "requests")
+    if not isinstance(requests, list):
+        return
+    for index, entry in enumerate(requests):
+        if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
+            continue
+        request: dict[str, Any] = entry["request"]
+        named = request.get("model")
+        # An entry may name its model ("models/gemini-2.5-flash"); the batch's is the default.
+        chosen = named.removeprefix("models/") if isinstance(named, str) else model
+        key = _path(entry, "metadata", "key")
+        yield BatchEntry(
+            f"batch.inputConfig.requests.requests[{index}]",
+            key if isinstance(key, str) else None,
+            request,
+            RouteInfo(model=chosen, stream=False),
+        )
+
+
+def _path(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
