@@ -20,7 +20,7 @@ from aiohttp import web
 
 from turngate.adapters.base import RouteInfo
 from turngate.adapters.batches import BatchEntry, batch_entries
-from turngate.errors import BatchRefusal, BatchRejected, TurngateError
+from turngate.errors import BatchRefusal, BatchRejected, SequenceRejected, TurngateError
 from turngate.graph.model import ApiName
 from turngate.policies import trust
 from turngate.policies.modes import decide
@@ -69,14 +69,12 @@ async def _checked(
             raise BatchRejected(refused, total)
     except TurngateError as exc:
         if refused:
-            observer.validated(
-                "REJECTED", [refusal.error.rule for refusal in refused], enforced=True
-            )
+            observer.judged_batch([rules_of(refusal.error) for refusal in refused], enforced=True)
         log.info("refused the batch %s %s: %s", request.method, request.path, exc.rule)
         observer.refused(exc.rule)
         return error_response(api, exc)
     if shadowed:
-        observer.validated("REJECTED", [refusal.error.rule for refusal in shadowed], enforced=False)
+        observer.judged_batch([rules_of(refusal.error) for refusal in shadowed], enforced=False)
         log.warning(
             "shadow: would refuse %d of the batch's %d requests (%s)",
             len(shadowed),
@@ -109,3 +107,10 @@ def judged(
     except TurngateError as exc:
         return exc, decide(policy.mode, seq).enforced
     return None, True
+
+
+def rules_of(error: TurngateError) -> list[str]:
+    """Every rule ``error`` names: a validator refusal's one per violation."""
+    if isinstance(error, SequenceRejected):
+        return [violation.rule for violation in error.violations]
+    return [error.rule]

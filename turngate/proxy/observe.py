@@ -240,6 +240,18 @@ class DispatchObserver:
     def validated(self, status: str, rules: Sequence[str], *, enforced: bool) -> None:
         """The verdict: rejections by rule when enforced and not READY, shadow rejections
         when a shadow route lets it through."""
+        self._verdict(status, rules, enforced=enforced)
+        if rules:
+            self.metrics.validated(self.api, rules, enforced=enforced)
+
+    def judged_batch(self, refused: Sequence[Sequence[str]], *, enforced: bool) -> None:
+        """A batch's refused requests (each one's rules): counted as one verdict each, as
+        they would be sent one by one; refused as a whole when ``enforced``."""
+        self._verdict("REJECTED", [rule for rules in refused for rule in rules], enforced=enforced)
+        for rules in refused:
+            self.metrics.validated(self.api, rules, enforced=enforced)
+
+    def _verdict(self, status: str, rules: Sequence[str], *, enforced: bool) -> None:
         self.rules = list(dict.fromkeys(rules))
         if rules and not enforced:
             self.verdict = "SHADOWED"
@@ -248,7 +260,6 @@ class DispatchObserver:
         self.span.verdict(status, rules)
         if rules:
             self._counted = enforced
-            self.metrics.validated(self.api, rules, enforced=enforced)
 
     def unjudged_chain(self) -> None:
         """The request is chained to a reply turngate does not know (replies.py): sent
