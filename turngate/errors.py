@@ -108,10 +108,11 @@ class BatchRejected(LocalError):
         parts = [refusal.describe() for refusal in self.refused]
         more = len(parts) - self.SHOWN
         listed = "; ".join(parts[: self.SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        rule = self.refused[0].error.rule
         super().__init__(
-            f"turngate: {len(parts)} of the batch's {total} requests would be refused, "
+            f"turngate [{rule}]: {len(parts)} of the batch's {total} requests would be refused, "
             f"so the batch was not sent: {listed}",
-            rule=self.refused[0].error.rule,
+            rule=rule,
         )
 
 

@@ -101,7 +101,8 @@ async def test_an_anthropic_batch_with_invalid_requests_is_refused_naming_each(s
         assert error.response.headers["Turngate-Rejection"] == "orphan_result"
         assert "[orphan_result]" in error.message
         assert "[missing_result]" in error.message
-        assert "2 of the batch's 3 requests" in error.message
+        message = error.body["error"]["message"]  # type: ignore[index]
+        assert message.startswith("turngate [orphan_result]: 2 of the batch's 3 requests")
         assert "requests[1] ('orphan')" in error.message
         assert "requests[2] ('early')" in error.message
         assert "'fine'" not in error.message

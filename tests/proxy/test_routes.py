@@ -148,6 +148,9 @@ def test_an_upstream_must_be_a_plain_http_url():
         ),
         ("POST", "/gemini/v1beta/batches/b-1:cancel", None, RouteInfo()),
         ("POST", "/openai/v1/batches", None, RouteInfo()),
+        ("POST", "/openai/v1/files", "openai_chat", RouteInfo()),
+        ("GET", "/openai/v1/files", None, RouteInfo()),
+        ("POST", "/openai/v1/uploads", None, RouteInfo()),
     ],
 )
 def test_batch_creations_are_recognised_and_nothing_else(

@@ -1,5 +1,6 @@
 """The chat requests a batch carries, each as the body its API's adapter parses.
 
+    openai      POST /v1/files (an upload whose purpose is "batch": adapters/openai_batch.py)
     anthropic   POST /v1/messages/batches
                 {"requests": [{"custom_id": ..., "params": <a Messages request>}, ...]}
     gemini      POST /{version}/models/{m}:batchGenerateContent
@@ -23,6 +24,7 @@ from turngate.adapters.base import RouteInfo
 from turngate.graph.model import ApiName
 
 ANTHROPIC_BATCHES = "/v1/messages/batches"
+OPENAI_FILES = "/v1/files"
 GEMINI_BATCH = re.compile(
     r"/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):batchGenerateContent"
 )
@@ -30,6 +32,8 @@ GEMINI_BATCH = re.compile(
 
 @dataclass(frozen=True)
 class BatchEntry:
+    # The API the request is written for.
+    api: ApiName
     # Where the entry is in the batch, as the client wrote it (for the refusal's message).
     location: str
     # What the client named it: Anthropic's ``custom_id``, Gemini's ``metadata.key``.
@@ -43,6 +47,9 @@ def batch_route(provider: str, method: str, upstream_path: str) -> tuple[ApiName
     holds, and what the path says of them (a Gemini batch's model)."""
     if method != "POST":
         return None
+    if provider == "openai" and upstream_path == OPENAI_FILES:
+        # An upload: only one for the Batch API holds requests (adapters/openai_batch.py).
+        return "openai_chat", RouteInfo()
     if provider == "anthropic" and upstream_path == ANTHROPIC_BATCHES:
         return "anthropic", RouteInfo()
     if provider == "gemini":
@@ -68,6 +75,7 @@ def _anthropic(body: Mapping[str, Any]) -> Iterator[BatchEntry]:
             continue
         name = entry.get("custom_id")
         yield BatchEntry(
+            "anthropic",
             f"requests[{index}]",
             name if isinstance(name, str) else None,
             entry["params"],
@@ -88,6 +96,7 @@ def _gemini(body: Mapping[str, Any], model: str) -> Iterator[BatchEntry]:
         chosen = named.removeprefix("models/") if isinstance(named, str) else model
         key = _path(entry, "metadata", "key")
         yield BatchEntry(
+            "gemini",
             f"batch.inputConfig.requests.requests[{index}]",
             key if isinstance(key, str) else None,
             request,

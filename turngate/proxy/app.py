@@ -273,9 +273,9 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
         return error_response(ERROR_API[route.provider], websocket_refused(request))
     if route.api is not None:
         return await dispatch(request, route, services)
-    if route.batch is not None:
-        return await checked_batch(request, route, services, route.batch)
     try:
+        if route.batch is not None:
+            return await checked_batch(request, route, services, route.batch)
         handle = retrieved_handle(request, route)
         if handle is not None:
             return await retrieve(request, route, services, handle)

@@ -1,6 +1,7 @@
 """A batch's chat requests, each checked as a chat request is, before the batch is sent.
 
-    read body -> each entry (adapters/batches.py): route policy -> parse -> trust labels
+    read body -> each entry (adapters/batches.py, adapters/openai_batch.py for an upload to
+      OpenAI's Batch API): route policy -> parse -> trust labels
       + validate -> enforce: refused?   shadow: logged and counted
       -> any refused: 400 naming every refused entry, nothing sent   -> else: relay the bytes
 
@@ -14,17 +15,24 @@ results are relayed as they come (their tool calls are not checked).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiohttp import web
 
-from turngate.adapters.base import RouteInfo
 from turngate.adapters.batches import BatchEntry, batch_entries
-from turngate.errors import BatchRefusal, BatchRejected, SequenceRejected, TurngateError
+from turngate.adapters.openai_batch import batch_file, batch_lines, first_field
+from turngate.errors import (
+    BadRequestBody,
+    BatchRefusal,
+    BatchRejected,
+    SequenceRejected,
+    TurngateError,
+)
 from turngate.graph.model import ApiName
 from turngate.policies import trust
 from turngate.policies.modes import decide
-from turngate.proxy.body import decode_json, read_body
+from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, decode_json, read_body
 from turngate.proxy.dispatch import refuse_invalid
 from turngate.proxy.errors import error_response
 from turngate.proxy.observe import DispatchObserver, observe_dispatch
@@ -34,63 +42,118 @@ from turngate.proxy.services import Services
 from turngate.proxy.upstream import relay
 
 log = logging.getLogger("turngate.proxy")
+# How much of an upload is read, at most, to find its first form field.
+PEEK = 64 * 1024
 
 
 async def checked_batch(
     request: web.Request, route: RouteMatch, services: Services, api: ApiName
 ) -> web.StreamResponse:
+    if route.provider == "openai":
+        return await checked_upload(request, route, services)
     with observe_dispatch(request, api) as observer:
         try:
-            return await _checked(request, route, services, api, observer)
+            try:
+                raw = await read_body(request, services.settings.max_body_bytes)
+                entries = list(batch_entries(api, route.info, decode_json(raw)))
+            except TurngateError as exc:
+                observer.refused(exc.rule)
+                return error_response(api, exc)
+            return await _judged_batch(request, route, services, observer, raw=raw, entries=entries)
         finally:
             observer.log()
 
 
-async def _checked(
+async def checked_upload(
+    request: web.Request, route: RouteMatch, services: Services
+) -> web.StreamResponse:
+    """A file upload: checked when it is a Batch API input file, else streamed up as it
+    comes (only its first form field is read first: the openai SDK sends ``purpose`` there)."""
+    content_type = request.headers.get("Content-Type", "")
+    head = await _first_field_read(request, content_type)
+    first = first_field(content_type, head)
+    if first is not None and first.name == "purpose" and first.content.strip() != b"batch":
+        return await relay(request, route, services.session, head=head)
+    limit = services.settings.max_body_bytes
+    declared = request.content_length
+    if declared is None or declared > limit:
+        log.warning(
+            "an upload of %s bytes (over --max-body-bytes, or of no declared length) is relayed "
+            "without looking for Batch API requests in it",
+            declared,
+        )
+        return await relay(request, route, services.session, head=head)
+    raw = head + await read_body(request, limit - len(head), only_json=False)
+    data = batch_file(content_type, raw)
+    if data is None:
+        return await relay(request, route, services.session, read=raw)
+    with observe_dispatch(request, "openai_chat") as observer:
+        try:
+            entries = list(batch_lines(data))
+            return await _judged_batch(request, route, services, observer, raw=raw, entries=entries)
+        finally:
+            observer.log()
+
+
+async def _first_field_read(request: web.Request, content_type: str) -> bytes:
+    """The start of the body, up to its first whole form field, or ``PEEK`` bytes, or all of
+    it; a client that stalls meanwhile gets the relay's 408."""
+    head = b""
+    idle = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
+    while len(head) < PEEK and first_field(content_type, head) is None:
+        try:
+            async with asyncio.timeout(idle):
+                chunk = await request.content.readany()
+        except TimeoutError as exc:
+            raise BadRequestBody(
+                f"turngate: the request body stalled for {idle:g} seconds",
+                rule="request_timeout",
+                status=408,
+            ) from exc
+        if not chunk:
+            break
+        head += chunk
+    return head
+
+
+async def _judged_batch(
     request: web.Request,
     route: RouteMatch,
     services: Services,
-    api: ApiName,
     observer: DispatchObserver,
+    *,
+    raw: bytes,
+    entries: list[BatchEntry],
 ) -> web.StreamResponse:
     refused: list[BatchRefusal] = []
     shadowed: list[BatchRefusal] = []
-    total = 0
-    try:
-        raw = await read_body(request, services.settings.max_body_bytes)
-        body = decode_json(raw)
-        for entry in batch_entries(api, route.info, body):
-            total += 1
-            error, enforced = judged(services, api, entry)
-            if error is not None:
-                refusal = BatchRefusal(entry.location, entry.name, error)
-                (refused if enforced else shadowed).append(refusal)
-        if refused:
-            raise BatchRejected(refused, total)
-    except TurngateError as exc:
-        if refused:
-            observer.judged_batch([rules_of(refusal.error) for refusal in refused], enforced=True)
-        log.info("refused the batch %s %s: %s", request.method, request.path, exc.rule)
-        observer.refused(exc.rule)
-        return error_response(api, exc)
+    for entry in entries:
+        error, enforced = judged(services, entry)
+        if error is not None:
+            refusal = BatchRefusal(entry.location, entry.name, error)
+            (refused if enforced else shadowed).append(refusal)
+    if refused:
+        observer.judged_batch([rules_of(refusal.error) for refusal in refused], enforced=True)
+        rejected = BatchRejected(refused, len(entries))
+        log.info("refused the batch %s %s: %s", request.method, request.path, rejected.rule)
+        observer.refused(rejected.rule)
+        return error_response(observer.api, rejected)
     if shadowed:
         observer.judged_batch([rules_of(refusal.error) for refusal in shadowed], enforced=False)
         log.warning(
             "shadow: would refuse %d of the batch's %d requests (%s)",
             len(shadowed),
-            total,
+            len(entries),
             ", ".join(dict.fromkeys(refusal.error.rule for refusal in shadowed)),
         )
     return await relay(request, route, services.session, read=raw)
 
 
-def judged(
-    services: Services, api: ApiName, entry: BatchEntry
-) -> tuple[TurngateError | None, bool]:
+def judged(services: Services, entry: BatchEntry) -> tuple[TurngateError | None, bool]:
     """What refuses ``entry`` (None when nothing does), and whether its route policy enforces
     that refusal. A request that cannot be parsed is refused whatever the mode, as a chat
     request is."""
-    info: RouteInfo = entry.info
+    api, info = entry.api, entry.info
     policy = services.policy_for(api, requested_model(entry.body, info))
     adapter = pinned_adapter(services, api, policy).adapter()
     try:

@@ -28,8 +28,10 @@ MAX_JSON_CONTAINERS = 100_000
 DEFAULT_BODY_TIMEOUT = 60.0
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
-    _check_content_type(request.headers.get("Content-Type"))
+async def read_body(request: web.Request, limit: int, *, only_json: bool = True) -> bytes:
+    """The whole body, at most ``limit`` bytes; a JSON one unless ``only_json`` is False."""
+    if only_json:
+        _check_content_type(request.headers.get("Content-Type"))
     declared = request.content_length
     if declared is not None and declared > limit:
         raise _too_large(limit)

@@ -148,12 +148,15 @@ async def relay(
     session: aiohttp.ClientSession,
     *,
     read: bytes | None = None,
+    head: bytes = b"",
 ) -> web.StreamResponse:
     """An unparsed route: stream the request up and the response down, unchanged.
-    ``read``: the request's body, when turngate has read it whole already."""
+    ``read``: the request's body, when turngate has read it whole already; ``head``: the
+    part of it read already, the rest still to stream."""
     headers = outbound_headers(request.headers, keep_length=True)
     idle = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
-    body = _IdleBody(request.content, idle) if request.body_exists and read is None else None
+    streamed = request.body_exists and read is None
+    body = _IdleBody(request.content, idle, head) if streamed else None
     try:
         async with session.request(
             request.method,
@@ -175,12 +178,15 @@ class _IdleBody:
     nothing for ``idle`` seconds (as nginx's client_body_timeout: between two reads, since
     a relayed upload may be large and slow, yet must not hold the upstream open forever)."""
 
-    def __init__(self, content: aiohttp.StreamReader, idle: float) -> None:
+    def __init__(self, content: aiohttp.StreamReader, idle: float, head: bytes = b"") -> None:
         self.content = content
         self.idle = idle
+        self.head = head
         self.stalled = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        if self.head:
+            yield self.head
         while True:
             try:
                 async with asyncio.timeout(self.idle):
