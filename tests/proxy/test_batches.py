@@ -9,9 +9,12 @@ its rule, and the provider receives nothing; a valid batch reaches it as the cli
 
 from __future__ import annotations
 
+import asyncio
+import io
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import anthropic
 import orjson
 import pydantic
@@ -32,6 +35,8 @@ from tests.proxy.helpers import anthropic_sdk, genai_sdk, post
 from tests.proxy.policy_stack import start_policy_stack
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 from tests.proxy.stack import Stack
+from turngate.proxy import batches
+from turngate.proxy.body import MAX_JSON_CONTAINERS
 
 MESSAGE_BATCH = {
     "id": "msgbatch_01",
@@ -291,3 +296,81 @@ async def test_every_invalid_gemini_sequence_refuses_its_batch_sent_as_raw_json(
     assert stack.upstream.received == []
     assert headers["Turngate-Rejection"] in rules, case
     assert orjson.loads(body)["error"]["status"] == "INVALID_ARGUMENT"
+
+
+# -- large batches --------------------------------------------------------------------------
+
+
+async def test_a_batch_over_the_body_limit_is_relayed_unchecked_and_logged(
+    make_stack: StackFactory, caplog: pytest.LogCaptureFixture
+):
+    """Anthropic takes batches of up to 256 MB: one larger than turngate reads whole goes
+    up as it comes (as it did before batches were checked), and says so."""
+    stack = await make_stack(max_body_bytes=4096, record_bodies=False)
+    stack.upstream.reply(Reply.json(MESSAGE_BATCH))
+    requests = [entry(f"r{i}", ORPHAN_CLAUDE) for i in range(20)]
+    raw = orjson.dumps({"requests": requests})
+    assert len(raw) > 4096
+    with caplog.at_level("WARNING", logger="turngate.proxy"):
+        status, _headers, _body = await post(stack, "/anthropic/v1/messages/batches", raw)
+    assert status == 200
+    (sent,) = stack.upstream.received
+    assert sent.body == raw
+    assert "a batch is relayed without checking its requests" in caplog.text
+
+
+async def test_a_batch_of_more_containers_than_one_request_may_hold_is_relayed_unchecked(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+):
+    stack.upstream.reply(Reply.json(MESSAGE_BATCH))
+    small = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [user("hi")]}
+    requests = [entry(f"r{i}", small) for i in range(MAX_JSON_CONTAINERS // 4)]
+    requests.append(entry("orphan", ORPHAN_CLAUDE))
+    raw = orjson.dumps({"requests": requests})
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            stack.url + "/anthropic/v1/messages/batches",
+            data=io.BytesIO(raw),
+            headers={"Content-Type": "application/json"},
+        ) as resp,
+    ):
+        assert resp.status == 200
+    (sent,) = stack.upstream.received
+    assert sent.body == raw
+    assert "more JSON objects and arrays than one request may hold" in caplog.text
+
+
+async def test_other_requests_go_on_while_a_large_batch_is_checked(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+):
+    """The check yields to the event loop every few requests: a ticker task advances
+    between the first request judged and the last."""
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen: list[int] = []
+    judge = batches.judged
+
+    def watched(services: Any, batch_entry: Any) -> Any:
+        seen.append(ticks)
+        return judge(services, batch_entry)
+
+    monkeypatch.setattr(batches, "judged", watched)
+    stack.upstream.reply(Reply.json(MESSAGE_BATCH))
+    requests = [entry(f"r{i}", VALID_CLAUDE) for i in range(10 * batches.YIELD_EVERY)]
+    task = asyncio.create_task(ticker())
+    try:
+        status, _headers, _body = await post(
+            stack, "/anthropic/v1/messages/batches", {"requests": requests}
+        )
+    finally:
+        task.cancel()
+    assert status == 200
+    assert len(seen) == len(requests)
+    assert seen[-1] - seen[0] >= 9

@@ -50,3 +50,16 @@ async def test_a_valid_batch_counts_no_rejection(traced_stack: TracedStackFactor
     assert (status, orjson.loads(answer)["id"]) == (200, "msgbatch_1")
     found = {name: nonzero(series) for name, series in points(stack.capture.reader).items()}
     assert "turngate.validator.rejections" not in {k for k, v in found.items() if v}
+
+
+async def test_a_batch_too_large_to_check_is_counted_unchecked(
+    traced_stack: TracedStackFactory,
+) -> None:
+    stack = await traced_stack(max_body_bytes=2048)
+    stack.upstream.reply(Reply.json({"id": "msgbatch_1", "type": "message_batch"}))
+    status, _answer = await stack.post(BATCHES, batch(*[ORPHAN] * 8), HEADERS)
+    assert status == 200
+    assert len(stack.upstream.received) == 1
+    found = {name: nonzero(series) for name, series in points(stack.capture.reader).items()}
+    assert found["turngate.batch.unchecked"] == {labels(api="anthropic"): 1}
+    assert not found.get("turngate.validator.rejections")

@@ -157,12 +157,17 @@ async def relay(
     idle = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
     streamed = request.body_exists and read is None
     body = _IdleBody(request.content, idle, head) if streamed else None
+    whole = None
+    if read is not None:
+        # A payload of its own: aiohttp warns of every plain bytes body over 1 MiB.
+        kind = request.headers.get("Content-Type", "application/octet-stream")
+        whole = WatchedBody(read, _nothing, content_type=kind)
     try:
         async with session.request(
             request.method,
             route.upstream_url,
             headers=headers,
-            data=read if body is None else body.chunks(),
+            data=whole if body is None else body.chunks(),
             allow_redirects=False,
             proxy=route.prefix.proxy,
         ) as upstream:
@@ -171,6 +176,10 @@ async def relay(
         if body is not None and body.stalled:
             raise body.timeout_error() from exc
         raise
+
+
+def _nothing() -> None:
+    pass
 
 
 class _IdleBody:

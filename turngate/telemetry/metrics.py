@@ -138,6 +138,12 @@ class DispatchMetrics:
             description="Requests chained to a provider-held reply turngate does not know, "
             "sent without checking that they answer its calls",
         )
+        self._batch_unchecked = counter(
+            "turngate.batch.unchecked",
+            unit="{batch}",
+            description="Batches sent without checking their requests: too large to read "
+            "whole (--max-body-bytes, or JSON containers beyond the limit)",
+        )
         self._upstream_errors = counter(
             "turngate.upstream.errors",
             unit="{error}",
@@ -274,6 +280,9 @@ class DispatchMetrics:
 
     def chained_unjudged(self, api: str) -> None:
         self._unjudged.add(1, self._labels(api))
+
+    def batch_unchecked(self, api: str) -> None:
+        self._batch_unchecked.add(1, self._labels(api))
 
     # -- requests ------------------------------------------------------------------------
 
