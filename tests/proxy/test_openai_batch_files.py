@@ -130,7 +130,7 @@ async def test_a_batch_file_over_the_body_limit_is_relayed_unchecked_and_logged(
         await upload(stack, data)
     (sent,) = stack.upstream.received
     assert data in sent.body
-    assert "relayed without looking for Batch API requests" in caplog.text
+    assert "a batch is relayed without checking its requests" in caplog.text
 
 
 async def form(fields: list[tuple[str, bytes]]) -> tuple[str, bytes]:
