@@ -9,6 +9,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.adapters.anthropic_builders import assistant as claude_assistant
+from tests.adapters.anthropic_builders import body as claude_body
+from tests.adapters.anthropic_builders import tool_result
+from tests.adapters.anthropic_builders import user as claude_user
 from tests.fixtures_dir import fixture_paths
 from tests.graph.chat_builders import assistant, body, call, tool, user
 from turngate.cli import main
@@ -99,3 +103,76 @@ def test_console_script_and_schema_command():
     schema = orjson.loads(result.stdout)
     assert schema["title"] == "MessageSequence.v1"
     assert "ToolCallBlock" in schema["$defs"]
+
+
+ORPHAN = body(user("hi"), assistant("hello"), tool("call_7"))
+VALID = body(user("weather?"), assistant(calls=[call("c1")]), tool("c1"))
+
+
+def test_an_openai_batch_file_is_checked_line_by_line(tmp_path: Path, capsys):
+    lines = [
+        {"custom_id": "ok", "method": "POST", "url": "/v1/chat/completions", "body": VALID},
+        {"custom_id": "emb", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}},
+        {"custom_id": "bad", "method": "POST", "url": "/v1/chat/completions", "body": ORPHAN},
+    ]
+    path = tmp_path / "batch.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    code, out = run(str(path), capsys=capsys)
+    assert code == 1
+    lines_out = [line for line in out.splitlines() if not line.startswith(" ")]
+    assert lines_out[0].startswith(f"{path} line 1 (ok): READY (openai_chat,")
+    assert lines_out[1].startswith(f"{path} line 3 (bad): REJECTED (openai_chat,")
+    assert len(lines_out) == 2
+    assert "orphan_result" in out
+
+
+def test_an_anthropic_batch_body_is_checked_request_by_request(tmp_path: Path, capsys):
+    orphan = claude_body(
+        claude_user("hi"), claude_assistant("hello"), claude_user(tool_result("t7"))
+    )
+    batch = {
+        "requests": [
+            {"custom_id": "fine", "params": claude_body(claude_user("hi"))},
+            {"custom_id": "orphan", "params": orphan},
+        ]
+    }
+    path = tmp_path / "batch.json"
+    path.write_bytes(orjson.dumps(batch))
+    code, out = run("--json", str(path), capsys=capsys)
+    assert code == 1
+    reports = orjson.loads(out)
+    assert [(r["source"], r["api"], r["status"]) for r in reports] == [
+        (f"{path} requests[0] (fine)", "anthropic", "READY"),
+        (f"{path} requests[1] (orphan)", "anthropic", "REJECTED"),
+    ]
+
+
+def test_a_gemini_batch_file_is_checked_line_by_line(tmp_path: Path, capsys):
+    ask = {"role": "user", "parts": [{"text": "weather?"}]}
+    answer = {"role": "model", "parts": [{"functionCall": {"name": "weather", "args": {}}}]}
+    lines = [
+        {"key": "asks", "request": {"contents": [ask]}},
+        {"key": "waits", "request": {"contents": [ask, answer]}},
+        {
+            "key": "stray",
+            "request": {
+                "contents": [
+                    ask,
+                    {
+                        "role": "user",
+                        "parts": [{"functionResponse": {"name": "weather", "response": {"t": 18}}}],
+                    },
+                ]
+            },
+        },
+    ]
+    path = tmp_path / "gemini.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines))
+    code, out = run("--json", str(path), capsys=capsys)
+    assert code == 1
+    reports = orjson.loads(out)
+    assert [(r["source"], r["status"]) for r in reports] == [
+        (f"{path} line 1 (asks)", "READY"),
+        (f"{path} line 2 (waits)", "WAITING"),
+        (f"{path} line 3 (stray)", "REJECTED"),
+    ]

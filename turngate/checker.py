@@ -1,11 +1,15 @@
-"""`turngate check`: validate request bodies and JSONL transcripts offline.
+"""`turngate check`: validate request bodies, transcripts and batches offline.
 
 A file is one request body (JSON), or JSONL: either one request body per line, or one
-message per line (a transcript), which is checked as the message list of one request.
+message per line (a transcript), which is checked as the message list of one request. A
+batch is checked request by request, each reported under its place and name: an Anthropic
+Message Batches body or a Gemini ``batchGenerateContent`` body (JSON), an OpenAI Batch API
+input file or a Gemini batch input file (JSONL).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -13,6 +17,9 @@ from typing import Any, TextIO
 import orjson
 
 from turngate.adapters import detect_api, get_adapter
+from turngate.adapters.base import RouteInfo
+from turngate.adapters.batches import BatchEntry, batch_entries, gemini_file_lines
+from turngate.adapters.openai_batch import batch_lines
 from turngate.errors import TurngateError
 from turngate.graph.validator import Violation, validate
 
@@ -22,6 +29,10 @@ _LIST_KEY = {
     "openai_responses": "input",
     "gemini": "contents",
 }
+
+
+# A Gemini batch body names its model in the path, which a file does not hold.
+_GEMINI_MODEL = "batch"
 
 
 @dataclass
@@ -54,14 +65,23 @@ def check_file(path: Path, api: str | None) -> list[Report]:
     except OSError as exc:
         return [Report(str(path), api, "ERROR", error=f"cannot read: {exc.strerror}")]
     try:
-        return [check_body(str(path), orjson.loads(raw), api)]
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         pass
+    else:
+        entries = list(_batch_body(value))
+        if entries:
+            return [check_entry(str(path), entry) for entry in entries]
+        return [check_body(str(path), value, api)]
     lines = [line for line in raw.splitlines() if line.strip()]
     try:
         values = [orjson.loads(line) for line in lines]
     except orjson.JSONDecodeError as exc:
         return [Report(str(path), api, "ERROR", error=f"not JSON or JSONL: {exc}")]
+    if values and all(isinstance(v, dict) and "body" in v and "url" in v for v in values):
+        return [check_entry(str(path), entry) for entry in batch_lines(raw)]
+    if values and all(isinstance(v, dict) and "request" in v for v in values):
+        return [check_entry(str(path), entry) for entry in gemini_file_lines(values)]
     if values and all(isinstance(v, dict) and "role" in v for v in values):
         chosen = api or _detect_transcript(values)
         body: dict[str, Any] = {_LIST_KEY[chosen]: values}
@@ -80,7 +100,21 @@ def _detect_transcript(messages: list[Any]) -> str:
     return found or "openai_chat"
 
 
-def check_body(source: str, body: Any, api: str | None) -> Report:
+def _batch_body(value: Any) -> Iterator[BatchEntry]:
+    if not isinstance(value, dict):
+        return
+    if isinstance(value.get("requests"), list):
+        yield from batch_entries("anthropic", RouteInfo(), value)
+    elif isinstance(value.get("batch"), dict):
+        yield from batch_entries("gemini", RouteInfo(model=_GEMINI_MODEL, stream=False), value)
+
+
+def check_entry(path: str, entry: BatchEntry) -> Report:
+    named = f" ({entry.name})" if entry.name is not None else ""
+    return check_body(f"{path} {entry.location}{named}", entry.body, entry.api, entry.info)
+
+
+def check_body(source: str, body: Any, api: str | None, info: RouteInfo | None = None) -> Report:
     if not isinstance(body, dict):
         return Report(source, api, "ERROR", error="a request body must be a JSON object")
     chosen = api or detect_api(body)
@@ -91,7 +125,7 @@ def check_body(source: str, body: Any, api: str | None) -> Report:
     except ImportError:
         return Report(source, chosen, "ERROR", error=f"no adapter for {chosen} in this build")
     try:
-        seq = adapter.parse_request(body)
+        seq = adapter.parse_request(body, info or RouteInfo())
     except TurngateError as exc:
         bad = Violation(rule=exc.rule, message=exc.message)
         return Report(source, chosen, "REJECTED", violations=[bad])

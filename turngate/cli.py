@@ -3,6 +3,7 @@
 Every serve flag has an environment variable (flags win); see ``turngate.settings``.
 
     turngate serve [--config FILE] [--mode M] ...   a bad policy file: message on stderr, exit 2
+    turngate check FILE... [--api A] [--json]       bodies, transcripts, batch files (exit 1: refused)
     turngate schema sequence|policy                 a published JSON Schema
     turngate policy schema                          the policy file's JSON Schema
     turngate policy check FILE                      validate a policy file (exit 1 if invalid)
@@ -49,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     check = sub.add_parser(
-        "check", help="validate request bodies or JSONL transcripts offline (exit 1 on rejection)"
+        "check",
+        help="validate request bodies, JSONL transcripts or batch files offline "
+        "(exit 1 on rejection)",
     )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
     check.add_argument(

@@ -104,6 +104,25 @@ def _gemini(body: Mapping[str, Any], model: str) -> Iterator[BatchEntry]:
         )
 
 
+def gemini_file_lines(lines: list[Any]) -> Iterator[BatchEntry]:
+    """The requests of a Gemini batch input file (JSONL: ``{"key": ..., "request": {...}}``
+    a line), for the lines shaped so."""
+    for number, line in enumerate(lines, start=1):
+        if not isinstance(line, dict) or not isinstance(line.get("request"), dict):
+            continue
+        key = line.get("key")
+        request: dict[str, Any] = line["request"]
+        named = request.get("model")
+        model = named.removeprefix("models/") if isinstance(named, str) else None
+        yield BatchEntry(
+            "gemini",
+            f"line {number}",
+            key if isinstance(key, str) else None,
+            request,
+            RouteInfo(model=model, stream=False),
+        )
+
+
 def _path(value: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(value, dict):
