@@ -3,7 +3,7 @@
 Every serve flag has an environment variable (flags win); see ``turngate.settings``.
 
     turngate serve [--config FILE] [--mode M] ...   a bad policy file: message on stderr, exit 2
-    turngate check FILE... [--api A] [--json]       bodies, transcripts, batch files (exit 1: refused)
+    turngate check FILE... [--api A] [--json]       bodies, transcripts, batches (1: refused)
     turngate schema sequence|policy                 a published JSON Schema
     turngate policy schema                          the policy file's JSON Schema
     turngate policy check FILE                      validate a policy file (exit 1 if invalid)
