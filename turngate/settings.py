@@ -42,6 +42,8 @@ class Settings:
     upstream_openai: str = "https://api.openai.com"
     upstream_anthropic: str = "https://api.anthropic.com"
     upstream_gemini: str = "https://generativelanguage.googleapis.com"
+    # An Azure OpenAI resource (https://NAME.openai.azure.com), served under /azure; "" for none.
+    upstream_azure: str = ""
     max_body_bytes: int = 32 * 1024 * 1024
     log_level: str = "info"
     # Seconds a connection may take to send a request line and headers (also the idle
@@ -72,6 +74,7 @@ _OPTIONS: tuple[tuple[str, str, str, type], ...] = (
     ("--upstream-openai", "TURNGATE_UPSTREAM_OPENAI", "upstream_openai", str),
     ("--upstream-anthropic", "TURNGATE_UPSTREAM_ANTHROPIC", "upstream_anthropic", str),
     ("--upstream-gemini", "TURNGATE_UPSTREAM_GEMINI", "upstream_gemini", str),
+    ("--upstream-azure", "TURNGATE_UPSTREAM_AZURE", "upstream_azure", str),
     ("--max-body-bytes", "TURNGATE_MAX_BODY_BYTES", "max_body_bytes", int),
     ("--log-level", "TURNGATE_LOG_LEVEL", "log_level", str),
     ("--header-timeout", "TURNGATE_HEADER_TIMEOUT", "header_timeout", float),

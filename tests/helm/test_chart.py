@@ -302,6 +302,9 @@ BAD_VALUES = [
         {"upstreams": {"openai": "api.openai.com"}}, "/upstreams/openai", id="upstream-no-scheme"
     ),
     pytest.param(
+        {"upstreams": {"azure": "res.openai.azure.com"}}, "/upstreams/azure", id="azure-no-scheme"
+    ),
+    pytest.param(
         {"credentialSecret": {"name": "turngate", "key": ""}},
         "/credentialSecret/key",
         id="secret-without-key",

@@ -60,6 +60,7 @@ NON_DEFAULT: dict[str, Any] = {
         "openai": "https://openai.internal.example/proxy",
         "anthropic": "http://anthropic.internal.example",
         "gemini": "https://gemini.internal.example",
+        "azure": "https://res.openai.azure.com",
     },
     "policy": {"config": {"routes": []}},
     "state": {"operationTtl": 172800, "replayMaxBytes": 1000000},
@@ -89,7 +90,9 @@ def test_chart_defaults_are_serve_defaults() -> None:
         "openai": defaults.upstream_openai,
         "anthropic": defaults.upstream_anthropic,
         "gemini": defaults.upstream_gemini,
+        "azure": defaults.upstream_azure,
     }
+    assert "TURNGATE_UPSTREAM_AZURE" not in {e["name"] for e in container.get("env", [])}
 
 
 def test_serve_reads_every_rendered_setting() -> None:
@@ -106,6 +109,7 @@ def test_serve_reads_every_rendered_setting() -> None:
         upstream_openai="https://openai.internal.example/proxy",
         upstream_anthropic="http://anthropic.internal.example",
         upstream_gemini="https://gemini.internal.example",
+        upstream_azure="https://res.openai.azure.com",
         max_body_bytes=1048576,
         log_level="debug",
         operation_ttl=172800.0,

@@ -25,7 +25,11 @@ StackFactory = Callable[..., Awaitable[Stack]]
 @pytest.fixture
 def make_stack(aiohttp_server: Any, tmp_path: Path) -> StackFactory:
     async def make(
-        *, record_bodies: bool = False, timeouts: UpstreamTimeouts | None = None, **settings: Any
+        *,
+        record_bodies: bool = False,
+        timeouts: UpstreamTimeouts | None = None,
+        azure: bool = False,
+        **settings: Any,
     ) -> Stack:
         upstream = FakeUpstream()
         # No access log for the fake provider: its log is the provider's, not turngate's.
@@ -34,7 +38,8 @@ def make_stack(aiohttp_server: Any, tmp_path: Path) -> StackFactory:
         chosen = Settings(
             state="memory://", upstream_openai=base, upstream_anthropic=base, upstream_gemini=base
         )
-        chosen = dataclasses.replace(chosen, **settings)
+        # ``azure``: the fake upstream is an Azure OpenAI resource too, under /azure.
+        chosen = dataclasses.replace(chosen, upstream_azure=base if azure else "", **settings)
         app = create_app(
             chosen,
             credential_secret="test-secret",

@@ -160,3 +160,37 @@ def test_batch_creations_are_recognised_and_nothing_else(
     assert route is not None
     assert route.api is None
     assert (route.batch, route.info) == (batch, info)
+
+
+AZURE_TABLE = prefixes(Settings(upstream_azure="https://res.openai.azure.com"), {})
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "api", "info"),
+    [
+        (
+            "POST",
+            "/azure/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21",
+            "openai_chat",
+            RouteInfo(model="gpt-4o"),
+        ),
+        ("POST", "/azure/openai/v1/chat/completions", "openai_chat", RouteInfo()),
+        ("POST", "/azure/openai/responses?api-version=preview", "openai_responses", RouteInfo()),
+        ("POST", "/azure/openai/v1/responses", "openai_responses", RouteInfo()),
+        ("GET", "/azure/openai/v1/responses/resp_1", None, RouteInfo()),
+        ("POST", "/azure/openai/deployments/gpt-4o/embeddings", None, RouteInfo()),
+        ("POST", "/azure/openai/v1/files", None, RouteInfo()),
+    ],
+)
+def test_azure_openai_routes_are_parsed_as_openai(
+    method: str, path: str, api: str | None, info: RouteInfo
+):
+    route = match(AZURE_TABLE, method, path.split("?", maxsplit=1)[0], path)
+    assert route is not None
+    assert (route.provider, route.api, route.info, route.batch) == ("openai", api, info, None)
+    assert str(route.upstream_url) == "https://res.openai.azure.com" + path.removeprefix("/azure")
+
+
+def test_no_azure_prefix_without_an_azure_upstream():
+    path = "/azure/openai/v1/chat/completions"
+    assert match(TABLE, "POST", path, path) is None

@@ -164,6 +164,10 @@ async def test_every_request_duration_is_recorded_by_route_template(
         "/gemini/v1beta/models/gemini-2.5-pro:countTokens",
         "/gemini/v1beta/models/gemini-2.5-flash:batchGenerateContent",
         "/anthropic/v1/messages/batches",
+        "/azure/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21",
+        "/azure/openai/deployments/gpt-4o-mini/chat/completions",
+        "/azure/openai/v1/responses",
+        "/azure/openai/deployments/gpt-4o/embeddings",
         "/openai/v1/models",
         "/openai/v1/files/file-abc/content?missing=1",
     ]
@@ -173,6 +177,7 @@ async def test_every_request_duration_is_recorded_by_route_template(
     count = "turngate_request_duration_seconds_count"
     gemini = "/gemini/v1beta/models/{model}:generateContent"
     batch = "/gemini/v1beta/models/{model}:batchGenerateContent"
+    deployment = "/azure/openai/deployments/{deployment}/chat/completions"
     # No project, location or model name becomes a label.
     vertex = (
         "/gemini/v1beta1/projects/{project}/locations/{location}/publishers/{publisher}"
@@ -184,6 +189,9 @@ async def test_every_request_duration_is_recorded_by_route_template(
         key(count, route="/gemini/*", api="none", status="201"): 1,
         key(count, route=batch, api="gemini", status="201"): 1,
         key(count, route="/anthropic/v1/messages/batches", api="anthropic", status="201"): 1,
+        key(count, route=deployment, api="openai_chat", status="201"): 2,
+        key(count, route="/azure/openai/v1/responses", api="openai_responses", status="201"): 1,
+        key(count, route="/azure/*", api="none", status="201"): 1,
         key(count, route="/openai/*", api="none", status="201"): 1,
         key(count, route="/openai/*", api="none", status="404"): 1,
     }

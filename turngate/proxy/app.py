@@ -28,6 +28,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from turngate.adapters.azure_paths import AZURE_MOUNT
 from turngate.errors import LocalError, TurngateError
 from turngate.policies.config import PolicyFile
 from turngate.policies.loading import load_serving_policy
@@ -263,10 +264,15 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
         return _method_not_allowed(request, ", ".join(sorted(RELAYED_METHODS)))
     route = match(services.prefixes, request.method, request.path, request.raw_path)
     if route is None:
+        mounts = [prefix.mount for prefix in services.prefixes]
+        hint = (
+            "; /azure needs an Azure OpenAI resource (--upstream-azure)"
+            if request.path.startswith(AZURE_MOUNT + "/") and AZURE_MOUNT not in mounts
+            else ""
+        )
         return plain_error(
             404,
-            f"turngate: no route for {request.path!r}; the prefixes are /openai/v1, "
-            "/anthropic and /gemini",
+            f"turngate: no route for {request.path!r}; the prefixes are {', '.join(mounts)}{hint}",
             "no_route",
         )
     if request.headers.get("Upgrade", "").strip().lower() == "websocket":

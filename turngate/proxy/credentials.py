@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 from multidict import CIMultiDictProxy
 
-# Request headers that carry a credential, lower-case.
-CREDENTIAL_HEADERS: tuple[str, ...] = ("authorization", "x-api-key", "x-goog-api-key")
+# Request headers that carry a credential, lower-case (``api-key``: Azure OpenAI's).
+CREDENTIAL_HEADERS: tuple[str, ...] = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 # Query parameters that carry a credential (Gemini accepts ?key=).
 CREDENTIAL_QUERY: tuple[str, ...] = ("key",)
 

@@ -7,6 +7,8 @@ another host: the URL is the configured base plus a path that always starts with
     /openai/v1/...  -> {upstream_openai}/v1/...
     /anthropic/...  -> {upstream_anthropic}/...
     /gemini/...     -> {upstream_gemini}/...
+    /azure/...      -> {upstream_azure}/...     (when configured: Azure OpenAI, the openai
+                                                 SDK's AzureOpenAI client; provider "openai")
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Literal, assert_never
 
 from yarl import URL
 
+from turngate.adapters.azure_paths import AZURE_CHAT, AZURE_MOUNT, AZURE_RESPONSES
 from turngate.adapters.base import RouteInfo
 from turngate.adapters.batches import batch_route
 from turngate.adapters.gemini.paths import CHAT_PATH
@@ -45,6 +48,8 @@ class Prefix:
     upstream: URL
     # The forward proxy the upstream is reached through (egress.py), None to go direct.
     egress: EgressProxy | None = None
+    # Azure OpenAI: the OpenAI APIs on Azure's paths (deployments, ``/openai/v1``).
+    azure: bool = False
 
     @property
     def proxy(self) -> URL | None:
@@ -88,6 +93,9 @@ def prefixes(settings: Settings, environ: Mapping[str, str]) -> tuple[Prefix, ..
     for mount, root, provider, upstream in mounts:
         base = _base(upstream)
         table.append(Prefix(mount, root, provider, base, proxy_for(base, environ)))
+    if settings.upstream_azure:
+        base = _base(settings.upstream_azure)
+        table.append(Prefix(AZURE_MOUNT, "", "openai", base, proxy_for(base, environ), azure=True))
     return tuple(table)
 
 
@@ -113,8 +121,11 @@ def match(table: tuple[Prefix, ...], method: str, path: str, raw_path_qs: str) -
         if has_dot_segment(raw_tail):
             return None
         upstream_path = prefix.upstream_root + path[len(prefix.mount) :]
-        api, info = _parsed(prefix.provider, method, upstream_path)
-        if api is None:
+        if prefix.azure:
+            api, info = _parsed_azure(method, upstream_path)
+        else:
+            api, info = _parsed(prefix.provider, method, upstream_path)
+        if api is None and not prefix.azure:
             batch = batch_route(prefix.provider, method, upstream_path)
             if batch is not None:
                 return RouteMatch(prefix, prefix.upstream_root + raw_tail, None, batch[1], batch[0])
@@ -129,6 +140,18 @@ def has_dot_segment(raw_path_qs: str) -> bool:
     for encoded, plain in (("%2e", "."), ("%2f", "/"), ("%5c", "/"), ("\\", "/")):
         path = path.replace(encoded, plain)
     return any(segment in (".", "..") for segment in path.split("/"))
+
+
+def _parsed_azure(method: str, upstream_path: str) -> tuple[ApiName | None, RouteInfo]:
+    if method != "POST":
+        return None, RouteInfo()
+    found = AZURE_CHAT.fullmatch(upstream_path)
+    if found is not None:
+        # The deployment, where the path names one: the model the route policy is chosen by.
+        return "openai_chat", RouteInfo(model=found["deployment"])
+    if AZURE_RESPONSES.fullmatch(upstream_path):
+        return "openai_responses", RouteInfo()
+    return None, RouteInfo()
 
 
 def _parsed(

@@ -35,6 +35,7 @@ from typing import Literal, get_args
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from turngate.adapters.azure_paths import AZURE_MOUNT, azure_path_template
 from turngate.adapters.batches import ANTHROPIC_BATCHES, GEMINI_BATCH
 from turngate.adapters.gemini.paths import CHAT_PATH, chat_path_template
 from turngate.graph.model import ApiName
@@ -356,13 +357,17 @@ def route_label(path: str) -> str:
         batch = GEMINI_BATCH.fullmatch(path, len(_GEMINI_MOUNT))
         if batch:
             return f"{_GEMINI_MOUNT}/{batch['version']}/models/{{model}}:batchGenerateContent"
+    if path.startswith(AZURE_MOUNT + "/"):
+        template = azure_path_template(path[len(AZURE_MOUNT) :])
+        if template is not None:
+            return AZURE_MOUNT + template
     if path.startswith("/turngate/v1/operations/"):
         return "/turngate/v1/operations/{id}"
     if path.startswith("/turngate/v1/conversations/"):
         return "/turngate/v1/conversations/{id}"
     if _RESPONSE_ID.match(path):
         return "/openai/v1/responses/{id}"
-    for prefix in ("/openai/", "/anthropic/", "/gemini/"):
+    for prefix in ("/openai/", "/anthropic/", "/gemini/", AZURE_MOUNT + "/"):
         if path.startswith(prefix):
             return prefix + "*"
     return "other"
@@ -374,6 +379,8 @@ def parsed_api(label: str) -> ApiName | None:
         return PARSED_ROUTES[label]
     if label == _ANTHROPIC_BATCHES:
         return "anthropic"
+    if label.startswith(AZURE_MOUNT + "/") and label != AZURE_MOUNT + "/*":
+        return "openai_responses" if label.endswith("/responses") else "openai_chat"
     if label.startswith(_GEMINI_MOUNT + "/") and label.endswith(_GEMINI_METHODS):
         return "gemini"
     return None

@@ -2,10 +2,10 @@
 
 Spans and log lines are built from named fields that never hold a header value, so this is
 the second line of defence: a value that still looks like a credential is replaced before
-it leaves the process. Masked: ``Authorization``, ``x-api-key`` and ``x-goog-api-key``
-values in any ``name: value`` / ``name=value`` form, Bearer tokens, ``key=`` query values,
-OpenAI/Anthropic-style ``sk-…`` keys, Google ``AIza…`` keys, and every configured secret
-verbatim.
+it leaves the process. Masked: ``Authorization``, ``x-api-key``, ``x-goog-api-key`` and
+``api-key`` (Azure OpenAI's) values in any ``name: value`` / ``name=value`` form, Bearer
+tokens, ``key=`` query values, OpenAI/Anthropic-style ``sk-…`` keys, Google ``AIza…``
+keys, and every configured secret verbatim.
 """
 
 from __future__ import annotations

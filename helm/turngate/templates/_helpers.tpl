@@ -108,6 +108,10 @@ chart's values) and Release:
   value: {{ .Values.upstreams.anthropic | quote }}
 - name: TURNGATE_UPSTREAM_GEMINI
   value: {{ .Values.upstreams.gemini | quote }}
+{{- if .Values.upstreams.azure }}
+- name: TURNGATE_UPSTREAM_AZURE
+  value: {{ .Values.upstreams.azure | quote }}
+{{- end }}
 {{- if and (eq .Values.state.backend "redis") .Values.state.redis.passwordSecret.name }}
 - name: REDIS_PASSWORD
   valueFrom:
