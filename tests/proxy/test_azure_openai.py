@@ -9,6 +9,8 @@ replays.
 
 from __future__ import annotations
 
+import copy
+import io
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -165,4 +167,47 @@ async def test_without_an_azure_upstream_the_prefix_says_how_to_set_one(make_sta
     ) as client:
         with pytest.raises(openai.NotFoundError, match=r"--upstream-azure"):
             await client.chat.completions.create(**VALID)
+    assert stack.upstream.received == []
+
+
+@pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
+async def test_a_background_response_retrieved_on_azure_has_its_calls_checked(stack: Stack):
+    recorded = orjson.loads(
+        (FIXTURES_DIR / "openai-responses/pai-nonstream-function-call.json").read_bytes()
+    )
+    ask = orjson.loads(
+        (FIXTURES_DIR / "openai-responses/pai-nonstream-function-call.request.json").read_bytes()
+    )
+    bad = copy.deepcopy(recorded)
+    bad["output"][0]["arguments"] = '{"country": 7}'  # the schema asks for a string
+    queued = {**recorded, "background": True, "status": "queued", "output": []}
+    stack.upstream.replies(Reply.json(queued), Reply.json({**bad, "background": True}))
+    async with openai.AsyncAzureOpenAI(
+        azure_endpoint=stack.base("/azure"),
+        api_key=AZURE_KEY,
+        api_version=API_VERSION,
+        max_retries=0,
+    ) as client:
+        started = await client.responses.create(
+            **{k: v for k, v in ask.items() if k != "stream"}, background=True
+        )
+        with pytest.raises(openai.APIStatusError) as raised:
+            await client.responses.retrieve(started.id)
+    assert raised.value.status_code == 502
+    assert raised.value.response.headers["Turngate-Rejection"] == "invalid_tool_call"
+    assert stack.upstream.received[1].path_qs.startswith(f"/openai/responses/{started.id}?")
+
+
+async def test_an_azure_batch_file_is_checked_at_upload(stack: Stack):
+    line = {"custom_id": "orphan", "method": "POST", "url": "/chat/completions", "body": ORPHAN}
+    async with openai.AsyncAzureOpenAI(
+        azure_endpoint=stack.base("/azure"),
+        api_key=AZURE_KEY,
+        api_version=API_VERSION,
+        max_retries=0,
+    ) as client:
+        with pytest.raises(openai.BadRequestError, match=r"line 1 \('orphan'\)"):
+            await client.files.create(
+                file=("batch.jsonl", io.BytesIO(orjson.dumps(line) + b"\n")), purpose="batch"
+            )
     assert stack.upstream.received == []

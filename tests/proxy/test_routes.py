@@ -180,6 +180,7 @@ AZURE_TABLE = prefixes(Settings(upstream_azure="https://res.openai.azure.com"), 
         ("GET", "/azure/openai/v1/responses/resp_1", None, RouteInfo()),
         ("POST", "/azure/openai/deployments/gpt-4o/embeddings", None, RouteInfo()),
         ("POST", "/azure/openai/v1/files", None, RouteInfo()),
+        ("POST", "/azure/openai/files?api-version=2024-10-21", None, RouteInfo()),
     ],
 )
 def test_azure_openai_routes_are_parsed_as_openai(
@@ -187,7 +188,9 @@ def test_azure_openai_routes_are_parsed_as_openai(
 ):
     route = match(AZURE_TABLE, method, path.split("?", maxsplit=1)[0], path)
     assert route is not None
-    assert (route.provider, route.api, route.info, route.batch) == ("openai", api, info, None)
+    # An upload may be a Batch API file, on Azure as on OpenAI.
+    batch = "openai_chat" if "/files" in path else None
+    assert (route.provider, route.api, route.info, route.batch) == ("openai", api, info, batch)
     assert str(route.upstream_url) == "https://res.openai.azure.com" + path.removeprefix("/azure")
 
 

@@ -27,3 +27,14 @@ def azure_path_template(path: str) -> str | None:
     if AZURE_RESPONSES.fullmatch(path):
         return path
     return None
+
+
+def as_openai_path(path: str) -> str | None:
+    """An Azure path below the resource as the OpenAI API names it (``/v1/...``): Azure's
+    ``/openai/v1/...`` and ``/openai/...`` (the deployments API's, for non-deployment
+    routes such as ``/openai/responses/{id}`` or ``/openai/files``); None for any other."""
+    if path.startswith("/openai/v1/"):
+        return path.removeprefix("/openai")
+    if path.startswith("/openai/") and not path.startswith("/openai/deployments/"):
+        return "/v1" + path.removeprefix("/openai")
+    return None

@@ -28,6 +28,9 @@ from turngate.graph.model import ApiName
 LINE_APIS: dict[str, ApiName] = {
     "/v1/chat/completions": "openai_chat",
     "/v1/responses": "openai_responses",
+    # Azure OpenAI's batch files name the deployments API's paths.
+    "/chat/completions": "openai_chat",
+    "/responses": "openai_responses",
 }
 
 

@@ -74,11 +74,12 @@ WITH_TURN = frozenset({"completed", "incomplete"})
 
 def retrieved_handle(request: web.Request, route: RouteMatch) -> str | None:
     """The response a GET retrieves (or a POST cancels), when this module looks at it."""
-    if route.provider != "openai":
+    path = route.openai_path
+    if path is None:
         return None
     if request.query.get("stream") == "true":
         return None
-    found = _RETRIEVAL.fullmatch(route.upstream_path_qs.split("?", 1)[0])
+    found = _RETRIEVAL.fullmatch(path)
     if found is None or request.method != ("POST" if found.group(2) else "GET"):
         return None
     return found.group(1)

@@ -80,7 +80,8 @@ _LIVE = frozenset(
 
 def streamed_handle(request: web.Request, route: RouteMatch) -> str | None:
     """The response a streamed retrieval reads, when this module relays it."""
-    if route.provider != "openai" or request.method != "GET":
+    path = route.openai_path
+    if path is None or request.method != "GET":
         return None
     query = request.query
     if query.get("stream") != "true":
@@ -88,7 +89,7 @@ def streamed_handle(request: web.Request, route: RouteMatch) -> str | None:
     after = query.getall("starting_after", [])
     if len(after) > 1 or (after and _AFTER.fullmatch(after[0]) is None):
         return None  # the provider's own 400 says what is wrong with it
-    found = _STREAMED.fullmatch(route.upstream_path_qs.split("?", 1)[0])
+    found = _STREAMED.fullmatch(path)
     return None if found is None else found.group(1)
 
 

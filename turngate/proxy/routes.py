@@ -20,7 +20,12 @@ from typing import Literal, assert_never
 
 from yarl import URL
 
-from turngate.adapters.azure_paths import AZURE_CHAT, AZURE_MOUNT, AZURE_RESPONSES
+from turngate.adapters.azure_paths import (
+    AZURE_CHAT,
+    AZURE_MOUNT,
+    AZURE_RESPONSES,
+    as_openai_path,
+)
 from turngate.adapters.base import RouteInfo
 from turngate.adapters.batches import batch_route
 from turngate.adapters.gemini.paths import CHAT_PATH
@@ -71,6 +76,15 @@ class RouteMatch:
     @property
     def provider(self) -> Provider:
         return self.prefix.provider
+
+    @cached_property
+    def openai_path(self) -> str | None:
+        """The upstream path (raw, no query) as the OpenAI API names it (``/v1/...``), on
+        the openai provider's prefixes, Azure's included; None elsewhere."""
+        if self.provider != "openai":
+            return None
+        path = self.upstream_path_qs.split("?", 1)[0]
+        return as_openai_path(path) if self.prefix.azure else path
 
     @cached_property
     def upstream_url(self) -> URL:
@@ -125,8 +139,8 @@ def match(table: tuple[Prefix, ...], method: str, path: str, raw_path_qs: str) -
             api, info = _parsed_azure(method, upstream_path)
         else:
             api, info = _parsed(prefix.provider, method, upstream_path)
-        if api is None and not prefix.azure:
-            batch = batch_route(prefix.provider, method, upstream_path)
+        if api is None:
+            batch = batch_route(prefix.provider, method, _as_openai(prefix, upstream_path))
             if batch is not None:
                 return RouteMatch(prefix, prefix.upstream_root + raw_tail, None, batch[1], batch[0])
         return RouteMatch(prefix, prefix.upstream_root + raw_tail, api, info)
@@ -140,6 +154,13 @@ def has_dot_segment(raw_path_qs: str) -> bool:
     for encoded, plain in (("%2e", "."), ("%2f", "/"), ("%5c", "/"), ("\\", "/")):
         path = path.replace(encoded, plain)
     return any(segment in (".", "..") for segment in path.split("/"))
+
+
+def _as_openai(prefix: Prefix, upstream_path: str) -> str:
+    if not prefix.azure:
+        return upstream_path
+    # A path that is none of OpenAI's names nothing batch_route knows.
+    return as_openai_path(upstream_path) or upstream_path
 
 
 def _parsed_azure(method: str, upstream_path: str) -> tuple[ApiName | None, RouteInfo]:
