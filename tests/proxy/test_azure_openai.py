@@ -84,13 +84,47 @@ async def test_responses_on_azure_are_checked(azure: Any, stack: Stack):
     assert stack.upstream.received == []
 
 
+FILTERS = {
+    "hate": {"filtered": False, "severity": "safe"},
+    "self_harm": {"filtered": False, "severity": "safe"},
+}
+# Azure opens a stream with the prompt's filter results: no choices, an empty id and model.
+PROMPT_FILTERED = {
+    "choices": [],
+    "created": 0,
+    "id": "",
+    "model": "",
+    "object": "",
+    "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": FILTERS}],
+}
+
+
+def as_azure_streams(recorded: str) -> bytes:
+    """A recorded OpenAI stream as Azure writes it: the prompt filter event first, and each
+    choice's content filter results."""
+    events = [b"data: " + orjson.dumps(PROMPT_FILTERED) + b"\n\n"]
+    for block in (FIXTURES_DIR / recorded).read_bytes().split(b"\n\n"):
+        written = block
+        if block.startswith(b"data: {"):
+            event = orjson.loads(block.removeprefix(b"data: "))
+            for choice in event.get("choices", []):
+                choice["content_filter_results"] = FILTERS
+            written = b"data: " + orjson.dumps(event)
+        if written.strip():
+            events.append(written + b"\n\n")
+    return b"".join(events)
+
+
 @pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
-async def test_a_streamed_deployment_chat_relays_whole_tool_calls(azure: Any, stack: Stack):
+async def test_an_azure_stream_relays_whole_tool_calls(azure: Any, stack: Stack):
     recorded = "openai-chat/pai-long-tool-args"
     request = orjson.loads((FIXTURES_DIR / f"{recorded}.request.json").read_bytes())
-    stack.upstream.reply(Reply.fixture(f"{recorded}.sse"))
+    body = as_azure_streams(f"{recorded}.sse")
+    stack.upstream.reply(Reply(body=body, content_type="text/event-stream"))
     stream = await sdk_call(azure.mode, azure.chat.completions.create, **request)
     chunks = await consume(azure.mode, stream)
+    assert chunks[0].choices == []
+    assert chunks[0].model_extra["prompt_filter_results"][0]["prompt_index"] == 0
     pieces = [
         delta
         for chunk in chunks
@@ -98,9 +132,9 @@ async def test_a_streamed_deployment_chat_relays_whole_tool_calls(azure: Any, st
         for delta in choice.delta.tool_calls or []
         if delta.function and delta.function.arguments
     ]
-    # Each call's arguments arrive in one piece, complete JSON (held until whole).
-    assert pieces
-    assert all(isinstance(orjson.loads(piece.function.arguments), dict) for piece in pieces)
+    # The call's arguments arrive in one piece, complete JSON (held until whole).
+    assert len(pieces) == 1
+    assert isinstance(orjson.loads(pieces[0].function.arguments), dict)
     (sent,) = stack.upstream.received
     assert sent.path_qs.startswith(f"/openai/deployments/{request['model']}/chat/completions")
 
