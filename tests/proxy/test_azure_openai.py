@@ -35,6 +35,12 @@ VALID = body(user("weather in Paris?"), assistant(calls=[call("call_1")]), tool(
 ORPHAN = body(user("hi"), assistant("hello"), tool("call_7"))
 
 
+def azure_client(stack: Stack, key: str = AZURE_KEY) -> openai.AsyncAzureOpenAI:
+    return openai.AsyncAzureOpenAI(
+        azure_endpoint=stack.base("/azure"), api_key=key, api_version=API_VERSION, max_retries=0
+    )
+
+
 @pytest.fixture
 async def stack(make_stack: StackFactory) -> Stack:
     return await make_stack(azure=True, record_bodies=True)
@@ -156,12 +162,7 @@ async def test_replays_never_cross_azure_keys(stack: Stack):
     caller is never handed the first one's answer."""
     stack.upstream.reply(CHAT_ANSWER)
     for key in (AZURE_KEY, AZURE_KEY, OTHER_KEY):
-        async with openai.AsyncAzureOpenAI(
-            azure_endpoint=stack.base("/azure"),
-            api_key=key,
-            api_version=API_VERSION,
-            max_retries=0,
-        ) as client:
+        async with azure_client(stack, key) as client:
             await client.chat.completions.create(
                 **VALID, extra_headers={"Idempotency-Key": "job-7"}
             )
@@ -174,12 +175,7 @@ async def test_the_azure_key_never_reaches_a_log_or_the_state(
 ):
     stack.upstream.reply(CHAT_ANSWER)
     with caplog.at_level(logging.DEBUG):
-        async with openai.AsyncAzureOpenAI(
-            azure_endpoint=stack.base("/azure"),
-            api_key=AZURE_KEY,
-            api_version=API_VERSION,
-            max_retries=0,
-        ) as client:
+        async with azure_client(stack) as client:
             raw = await client.chat.completions.with_raw_response.create(**VALID)
             with pytest.raises(openai.BadRequestError):
                 await client.chat.completions.create(**ORPHAN)
@@ -193,12 +189,7 @@ async def test_the_azure_key_never_reaches_a_log_or_the_state(
 
 async def test_without_an_azure_upstream_the_prefix_says_how_to_set_one(make_stack: StackFactory):
     stack = await make_stack()
-    async with openai.AsyncAzureOpenAI(
-        azure_endpoint=stack.base("/azure"),
-        api_key=AZURE_KEY,
-        api_version=API_VERSION,
-        max_retries=0,
-    ) as client:
+    async with azure_client(stack) as client:
         with pytest.raises(openai.NotFoundError, match=r"--upstream-azure"):
             await client.chat.completions.create(**VALID)
     assert stack.upstream.received == []
@@ -216,12 +207,7 @@ async def test_a_background_response_retrieved_on_azure_has_its_calls_checked(st
     bad["output"][0]["arguments"] = '{"country": 7}'  # the schema asks for a string
     queued = {**recorded, "background": True, "status": "queued", "output": []}
     stack.upstream.replies(Reply.json(queued), Reply.json({**bad, "background": True}))
-    async with openai.AsyncAzureOpenAI(
-        azure_endpoint=stack.base("/azure"),
-        api_key=AZURE_KEY,
-        api_version=API_VERSION,
-        max_retries=0,
-    ) as client:
+    async with azure_client(stack) as client:
         started = await client.responses.create(
             **{k: v for k, v in ask.items() if k != "stream"}, background=True
         )
@@ -234,12 +220,7 @@ async def test_a_background_response_retrieved_on_azure_has_its_calls_checked(st
 
 async def test_an_azure_batch_file_is_checked_at_upload(stack: Stack):
     line = {"custom_id": "orphan", "method": "POST", "url": "/chat/completions", "body": ORPHAN}
-    async with openai.AsyncAzureOpenAI(
-        azure_endpoint=stack.base("/azure"),
-        api_key=AZURE_KEY,
-        api_version=API_VERSION,
-        max_retries=0,
-    ) as client:
+    async with azure_client(stack) as client:
         with pytest.raises(openai.BadRequestError, match=r"line 1 \('orphan'\)"):
             await client.files.create(
                 file=("batch.jsonl", io.BytesIO(orjson.dumps(line) + b"\n")), purpose="batch"

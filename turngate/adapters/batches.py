@@ -88,39 +88,26 @@ def _gemini(body: Mapping[str, Any], model: str) -> Iterator[BatchEntry]:
     if not isinstance(requests, list):
         return
     for index, entry in enumerate(requests):
-        if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
-            continue
-        request: dict[str, Any] = entry["request"]
-        named = request.get("model")
-        # An entry may name its model ("models/gemini-2.5-flash"); the batch's is the default.
-        chosen = named.removeprefix("models/") if isinstance(named, str) else model
-        key = _path(entry, "metadata", "key")
-        yield BatchEntry(
-            "gemini",
-            f"batch.inputConfig.requests.requests[{index}]",
-            key if isinstance(key, str) else None,
-            request,
-            RouteInfo(model=chosen, stream=False),
-        )
+        if isinstance(entry, dict) and isinstance(entry.get("request"), dict):
+            key = _path(entry, "metadata", "key")
+            where = f"batch.inputConfig.requests.requests[{index}]"
+            yield _gemini_entry(where, key, entry["request"], model)
 
 
 def gemini_file_lines(lines: list[Any]) -> Iterator[BatchEntry]:
     """The requests of a Gemini batch input file (JSONL: ``{"key": ..., "request": {...}}``
     a line), for the lines shaped so."""
     for number, line in enumerate(lines, start=1):
-        if not isinstance(line, dict) or not isinstance(line.get("request"), dict):
-            continue
-        key = line.get("key")
-        request: dict[str, Any] = line["request"]
-        named = request.get("model")
-        model = named.removeprefix("models/") if isinstance(named, str) else None
-        yield BatchEntry(
-            "gemini",
-            f"line {number}",
-            key if isinstance(key, str) else None,
-            request,
-            RouteInfo(model=model, stream=False),
-        )
+        if isinstance(line, dict) and isinstance(line.get("request"), dict):
+            yield _gemini_entry(f"line {number}", line.get("key"), line["request"], None)
+
+
+def _gemini_entry(where: str, key: Any, request: dict[str, Any], model: str | None) -> BatchEntry:
+    named = request.get("model")
+    # An entry may name its model ("models/gemini-2.5-flash"); the batch's is the default.
+    chosen = named.removeprefix("models/") if isinstance(named, str) else model
+    name = key if isinstance(key, str) else None
+    return BatchEntry("gemini", where, name, request, RouteInfo(model=chosen, stream=False))
 
 
 def _path(value: Any, *keys: str) -> Any:
