@@ -197,3 +197,36 @@ def test_azure_openai_routes_are_parsed_as_openai(
 def test_no_azure_prefix_without_an_azure_upstream():
     path = "/azure/openai/v1/chat/completions"
     assert match(TABLE, "POST", path, path) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "api", "info"),
+    [
+        (
+            "/gemini/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-x:rawPredict",
+            "anthropic",
+            RouteInfo(model="claude-x", stream=False),
+        ),
+        (
+            "/gemini/v1/projects/p/locations/global/publishers/anthropic/models/claude-x"
+            ":streamRawPredict",
+            "anthropic",
+            RouteInfo(model="claude-x", stream=True),
+        ),
+        (
+            "/gemini/v1/projects/p/locations/us-east5/publishers/anthropic/models/count-tokens"
+            ":rawPredict",
+            None,
+            RouteInfo(),
+        ),
+        (
+            "/gemini/v1/projects/p/locations/us-east5/publishers/meta/models/llama:rawPredict",
+            None,
+            RouteInfo(),
+        ),
+    ],
+)
+def test_claude_on_vertex_is_parsed_as_anthropic(path: str, api: str | None, info: RouteInfo):
+    route = match(TABLE, "POST", path, path)
+    assert route is not None
+    assert (route.provider, route.api, route.info) == ("gemini", api, info)

@@ -168,6 +168,7 @@ async def test_every_request_duration_is_recorded_by_route_template(
         "/azure/openai/deployments/gpt-4o-mini/chat/completions",
         "/azure/openai/v1/responses",
         "/azure/openai/deployments/gpt-4o/embeddings",
+        "/gemini/v1/projects/p/locations/l/publishers/anthropic/models/claude-x:streamRawPredict",
         "/openai/v1/models",
         "/openai/v1/files/file-abc/content?missing=1",
     ]
@@ -178,6 +179,10 @@ async def test_every_request_duration_is_recorded_by_route_template(
     gemini = "/gemini/v1beta/models/{model}:generateContent"
     batch = "/gemini/v1beta/models/{model}:batchGenerateContent"
     deployment = "/azure/openai/deployments/{deployment}/chat/completions"
+    claude = (
+        "/gemini/v1/projects/{project}/locations/{location}/publishers/anthropic/models/{model}"
+        ":streamRawPredict"
+    )
     # No project, location or model name becomes a label.
     vertex = (
         "/gemini/v1beta1/projects/{project}/locations/{location}/publishers/{publisher}"
@@ -192,6 +197,7 @@ async def test_every_request_duration_is_recorded_by_route_template(
         key(count, route=deployment, api="openai_chat", status="201"): 2,
         key(count, route="/azure/openai/v1/responses", api="openai_responses", status="201"): 1,
         key(count, route="/azure/*", api="none", status="201"): 1,
+        key(count, route=claude, api="anthropic", status="201"): 1,
         key(count, route="/openai/*", api="none", status="201"): 1,
         key(count, route="/openai/*", api="none", status="404"): 1,
     }

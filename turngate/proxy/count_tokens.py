@@ -39,6 +39,9 @@ def counting_call(
 ) -> tuple[URL, dict[str, Any], str] | None:
     """(URL, body, the answer's count field) of the endpoint that counts ``body``, if any."""
     if api == "anthropic":
+        if route.provider != "anthropic":
+            # Claude on Vertex AI counts at a path of its own; the estimate stands.
+            return None
         url = route.upstream_url.with_path(route.upstream_url.path + "/count_tokens")
         payload = {k: body[k] for k in _ANTHROPIC_FIELDS if k in body}
         return url, payload, "input_tokens"

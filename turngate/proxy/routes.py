@@ -28,7 +28,7 @@ from turngate.adapters.azure_paths import (
 )
 from turngate.adapters.base import RouteInfo
 from turngate.adapters.batches import batch_route
-from turngate.adapters.gemini.paths import CHAT_PATH
+from turngate.adapters.gemini.paths import CHAT_PATH, CLAUDE_ON_VERTEX
 from turngate.graph.model import ApiName
 from turngate.proxy.egress import EgressProxy, proxy_for
 from turngate.settings import Settings
@@ -193,6 +193,10 @@ def _parsed(
     if provider == "gemini":
         found = CHAT_PATH.fullmatch(upstream_path)
         if found is None:
+            claude = CLAUDE_ON_VERTEX.fullmatch(upstream_path)
+            if claude is not None:
+                streamed = claude["method"] == "streamRawPredict"
+                return "anthropic", RouteInfo(model=claude["model"], stream=streamed)
             return None, RouteInfo()
         return "gemini", RouteInfo(
             model=found["model"], stream=found["method"] == "streamGenerateContent"

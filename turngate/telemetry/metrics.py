@@ -37,7 +37,12 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from turngate.adapters.azure_paths import AZURE_MOUNT, azure_path_template
 from turngate.adapters.batches import ANTHROPIC_BATCHES, GEMINI_BATCH
-from turngate.adapters.gemini.paths import CHAT_PATH, chat_path_template
+from turngate.adapters.gemini.paths import (
+    CHAT_PATH,
+    CLAUDE_ON_VERTEX,
+    chat_path_template,
+    claude_path_template,
+)
 from turngate.graph.model import ApiName
 from turngate.graph.validator import DUPLICATE_RESULT, ORPHAN_RESULT
 
@@ -338,6 +343,7 @@ PARSED_ROUTES: dict[str, ApiName] = {
 }
 _GEMINI_MOUNT = "/gemini"
 _GEMINI_METHODS = (":generateContent", ":streamGenerateContent", ":batchGenerateContent")
+_CLAUDE_METHODS = (":rawPredict", ":streamRawPredict")
 # Batches whose chat requests are checked (proxy/batches.py).
 _ANTHROPIC_BATCHES = "/anthropic" + ANTHROPIC_BATCHES
 _OWN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -354,6 +360,9 @@ def route_label(path: str) -> str:
         gemini = CHAT_PATH.fullmatch(path, len(_GEMINI_MOUNT))
         if gemini:
             return _GEMINI_MOUNT + chat_path_template(gemini)
+        claude = CLAUDE_ON_VERTEX.fullmatch(path, len(_GEMINI_MOUNT))
+        if claude:
+            return _GEMINI_MOUNT + claude_path_template(claude)
         batch = GEMINI_BATCH.fullmatch(path, len(_GEMINI_MOUNT))
         if batch:
             return f"{_GEMINI_MOUNT}/{batch['version']}/models/{{model}}:batchGenerateContent"
@@ -381,6 +390,8 @@ def parsed_api(label: str) -> ApiName | None:
         return "anthropic"
     if label.startswith(AZURE_MOUNT + "/") and label != AZURE_MOUNT + "/*":
         return "openai_responses" if label.endswith("/responses") else "openai_chat"
+    if label.startswith(_GEMINI_MOUNT + "/") and label.endswith(_CLAUDE_METHODS):
+        return "anthropic"
     if label.startswith(_GEMINI_MOUNT + "/") and label.endswith(_GEMINI_METHODS):
         return "gemini"
     return None

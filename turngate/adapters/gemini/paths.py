@@ -27,3 +27,20 @@ def chat_path_template(found: re.Match[str]) -> str:
     project = "/projects/{project}/locations/{location}" if found["project"] else ""
     publisher = "/publishers/{publisher}" if found["publisher"] else ""
     return f"/{found['version']}{project}{publisher}/{found['kind']}/{{model}}:{found['method']}"
+
+
+# Claude on Vertex AI (the anthropic SDK's ``AnthropicVertex``): an Anthropic Messages body
+# (``anthropic_version`` in it, the model in the path) on the same Vertex host as Gemini's.
+# The token counting endpoint is the model ``count-tokens``: not a chat request.
+CLAUDE_ON_VERTEX = re.compile(
+    r"/(?P<version>v1|v1beta1)/projects/[^/]+/locations/[^/]+/publishers/anthropic"
+    r"/models/(?!count-tokens:)(?P<model>[^/:]+):(?P<method>rawPredict|streamRawPredict)"
+)
+
+
+def claude_path_template(found: re.Match[str]) -> str:
+    """A Claude-on-Vertex path with the project, location and model as placeholders."""
+    return (
+        f"/{found['version']}/projects/{{project}}/locations/{{location}}/publishers/anthropic"
+        f"/models/{{model}}:{found['method']}"
+    )
