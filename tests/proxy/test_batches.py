@@ -374,3 +374,16 @@ async def test_other_requests_go_on_while_a_large_batch_is_checked(
     assert status == 200
     assert len(seen) == len(requests)
     assert seen[-1] - seen[0] >= 9
+
+
+async def test_a_bug_checking_a_batch_is_the_apis_500_and_nothing_is_sent(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+):
+    def broken(services: Any, batch_entry: Any) -> Any:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(batches, "judged", broken)
+    async with anthropic_sdk(stack) as sdk:
+        with pytest.raises(anthropic.InternalServerError, match="nothing was sent"):
+            await sdk.messages.batches.create(requests=[entry("fine", VALID_CLAUDE)])
+    assert stack.upstream.received == []

@@ -72,7 +72,10 @@ def _sections(content_type: str, body: bytes) -> list[bytes] | None:
     boundary = header.get_param("boundary")
     if header.get_content_type() != "multipart/form-data" or not isinstance(boundary, str):
         return None
-    return (b"\r\n" + body).split(b"\r\n--" + boundary.encode("latin-1"))
+    # RFC 2046: 1 to 70 ASCII characters; another header names no form turngate can read.
+    if not boundary or not boundary.isascii():
+        return None
+    return (b"\r\n" + body).split(b"\r\n--" + boundary.encode("ascii"))
 
 
 def _part(section: bytes) -> FormPart | None:

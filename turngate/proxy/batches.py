@@ -33,7 +33,7 @@ from turngate.graph.model import ApiName
 from turngate.policies import trust
 from turngate.policies.modes import decide
 from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, decode_json, read_body
-from turngate.proxy.dispatch import refuse_invalid
+from turngate.proxy.dispatch import InternalError, refuse_invalid
 from turngate.proxy.errors import error_response
 from turngate.proxy.observe import DispatchObserver, observe_dispatch, quiet_telemetry
 from turngate.proxy.policy import pinned_adapter, requested_model
@@ -48,6 +48,7 @@ PEEK = 64 * 1024
 # Requests checked between two yields to the event loop (a few milliseconds of work).
 YIELD_EVERY = 32
 TOO_LARGE = "request_too_large"
+NOTHING_SENT = "turngate: internal error checking the batch; nothing was sent"
 
 
 async def checked_batch(
@@ -146,7 +147,13 @@ async def _judged_batch(
         if index % YIELD_EVERY == YIELD_EVERY - 1:
             # A large batch takes a while to check: other requests go on meanwhile.
             await asyncio.sleep(0)
-        error, enforced = judged(services, entry)
+        try:
+            error, enforced = judged(services, entry)
+        except Exception:
+            # A bug, not the client's doing: the API's own 500, and nothing sent.
+            log.exception("internal error checking %s of a batch", entry.location)
+            observer.refused(InternalError.rule)
+            return error_response(observer.api, InternalError(NOTHING_SENT))
         if error is not None:
             refusal = BatchRefusal(entry.location, entry.name, error)
             (refused if enforced else shadowed).append(refusal)
