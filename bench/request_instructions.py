@@ -1,6 +1,6 @@
 """User-space instructions per chat request: the bare pass-through, the floor and turngate.
 
-Run: .venv/bin/python -m bench instructions_proxy     (or: -m bench.instructions_proxy
+Run: .venv/bin/python -m bench request_instructions     (or: -m bench.request_instructions
      [--quick]: the 10 KB body only)
 Needs valgrind (Debian: `apt-get install valgrind`); without it, says so and stops.
 
@@ -125,7 +125,7 @@ async def run(sizes: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="bench.instructions_proxy")
+    parser = argparse.ArgumentParser(prog="bench.request_instructions")
     parser.add_argument("--quick", action="store_true", help="the 10 KB body only")
     options = parser.parse_args(args)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
