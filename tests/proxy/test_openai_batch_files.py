@@ -173,3 +173,15 @@ async def test_an_upload_is_sent_byte_for_byte_however_its_start_arrives(stack: 
     late_type, late = await form([("file", jsonl(line("o", ORPHAN_CHAT))), ("purpose", b"batch")])
     assert await post_in_pieces(stack, late_type, late, piece) == 400
     assert len(stack.upstream.received) == 2
+
+
+async def test_a_batch_file_just_under_the_body_limit_is_checked(make_stack: StackFactory):
+    """The form's first field is read before the rest: what is left to read must not be held
+    to the limit less what was read (an upload near the limit was refused 413)."""
+    valid_type, valid = await form([("purpose", b"batch"), ("file", jsonl(line("v", VALID_CHAT)))])
+    bad_type, bad = await form([("purpose", b"batch"), ("file", jsonl(line("o", ORPHAN_CHAT)))])
+    stack = await make_stack(max_body_bytes=max(len(valid), len(bad)) + 4)
+    stack.upstream.reply(Reply.json(FILE))
+    assert await post_in_pieces(stack, valid_type, valid, 64) == 200
+    assert await post_in_pieces(stack, bad_type, bad, 64) == 400
+    assert [r.body for r in stack.upstream.received] == [valid]

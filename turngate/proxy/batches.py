@@ -23,7 +23,6 @@ from aiohttp import web
 from turngate.adapters.batches import BatchEntry, batch_entries
 from turngate.adapters.openai_batch import batch_file, batch_lines, first_field
 from turngate.errors import (
-    BadRequestBody,
     BatchRefusal,
     BatchRejected,
     SequenceRejected,
@@ -39,7 +38,7 @@ from turngate.proxy.observe import DispatchObserver, observe_dispatch, quiet_tel
 from turngate.proxy.policy import pinned_adapter, requested_model
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
-from turngate.proxy.upstream import relay
+from turngate.proxy.upstream import relay, stalled
 from turngate.telemetry.prometheus import TELEMETRY
 
 log = logging.getLogger("turngate.proxy")
@@ -64,6 +63,10 @@ async def checked_batch(
         try:
             try:
                 raw = await read_body(request, services.settings.max_body_bytes)
+            except TurngateError as exc:
+                observer.refused(exc.rule)
+                return error_response(api, exc)
+            try:
                 body = decode_json(raw)
             except TurngateError as exc:
                 if exc.rule != TOO_LARGE:
@@ -99,7 +102,8 @@ async def checked_upload(
         else:
             log.warning("an upload (%s) is relayed without looking for batch requests in it", why)
         return await relay(request, route, services.session, head=head)
-    raw = head + await read_body(request, limit - len(head), only_json=False)
+    # The declared length fits the limit, so the rest does too.
+    raw = head + await read_body(request, limit, only_json=False)
     data = batch_file(content_type, raw)
     if data is None:
         return await relay(request, route, services.session, read=raw)
@@ -121,11 +125,7 @@ async def _first_field_read(request: web.Request, content_type: str) -> bytes:
             async with asyncio.timeout(idle):
                 chunk = await request.content.readany()
         except TimeoutError as exc:
-            raise BadRequestBody(
-                f"turngate: the request body stalled for {idle:g} seconds",
-                rule="request_timeout",
-                status=408,
-            ) from exc
+            raise stalled(idle) from exc
         if not chunk:
             break
         head += chunk

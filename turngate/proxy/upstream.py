@@ -208,11 +208,16 @@ class _IdleBody:
             yield chunk
 
     def timeout_error(self) -> BadRequestBody:
-        return BadRequestBody(
-            f"turngate: the request body stalled for {self.idle:g} seconds",
-            rule="request_timeout",
-            status=408,
-        )
+        return stalled(self.idle)
+
+
+def stalled(idle: float) -> BadRequestBody:
+    """A relayed body the client sent nothing of for ``idle`` seconds."""
+    return BadRequestBody(
+        f"turngate: the request body stalled for {idle:g} seconds",
+        rule="request_timeout",
+        status=408,
+    )
 
 
 # ``IdleWatch.waiting_since`` while a chunk is being relayed.
