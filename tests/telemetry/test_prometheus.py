@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -201,3 +203,20 @@ async def test_every_request_duration_is_recorded_by_route_template(
         key(count, route="/openai/*", api="none", status="201"): 1,
         key(count, route="/openai/*", api="none", status="404"): 1,
     }
+
+
+async def test_every_counter_labelled_by_api_alone_is_exported_at_0_from_the_start(
+    aiohttp_client: ClientFactory,
+) -> None:
+    """docs/telemetry.md promises it (an alert on increase() needs a series before the first
+    event): every counter its table lists with the label `api` alone."""
+    rows = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
+    names = re.findall(
+        r"^\| `[a-z_.]+` \| `(turngate_[a-z_]+_total)` \| counter \| `api` \|", rows, re.M
+    )
+    assert len(names) >= 10
+    client = await serve(aiohttp_client, setup_telemetry(TelemetryConfig()))
+    scraped = samples(await (await client.get("/metrics")).text())
+    for name in names:
+        for api in APIS:
+            assert scraped.get(key(name, api=api)) == 0, (name, api)

@@ -197,6 +197,7 @@ class DispatchMetrics:
             self._duplicate_deltas,
             self._partial,
             self._unjudged,
+            self._batch_unchecked,
         ):
             for api in APIS:
                 instrument.add(0, self._by_api[api])
