@@ -94,6 +94,11 @@ async def test_a_batch_file_with_invalid_requests_is_refused_naming_each_line(st
     assert "line 2 ('orphan'): [orphan_result]" in message
     assert "line 4 ('stray-output'): [orphan_result]" in message
     assert "'fine'" not in message
+    refused = error.body["refused_requests"]  # type: ignore[index]
+    assert [(r["location"], r["custom_id"], r["code"]) for r in refused] == [
+        ("line 2", "orphan", "orphan_result"),
+        ("line 4", "stray-output", "orphan_result"),
+    ]
 
 
 @pytest.mark.parametrize(

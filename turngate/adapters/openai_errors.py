@@ -1,9 +1,12 @@
-"""The error envelope both OpenAI APIs share: ``{"error": {message, type, param, code}}``."""
+"""The error envelope both OpenAI APIs share: ``{"error": {message, type, param, code}}``;
+a refused batch adds ``refused_requests`` (location, custom_id, code, message)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from turngate.adapters.base import ErrorResponse
-from turngate.errors import ContextLengthExceeded, SequenceRejected, TurngateError
+from turngate.errors import BatchRejected, ContextLengthExceeded, SequenceRejected, TurngateError
 
 _TYPES = {
     400: "invalid_request_error",
@@ -23,12 +26,22 @@ def render_openai_error(error: TurngateError) -> ErrorResponse:
         param = error.violations[0].location
     elif isinstance(error, ContextLengthExceeded):
         param = error.param
-    body = {
-        "error": {
-            "message": error.message,
-            "type": _TYPES.get(error.status, "server_error"),
-            "param": param,
-            "code": error.rule,
-        }
+    detail: dict[str, Any] = {
+        "message": error.message,
+        "type": _TYPES.get(error.status, "server_error"),
+        "param": param,
+        "code": error.rule,
     }
+    if isinstance(error, BatchRejected):
+        # A field of turngate's own beside OpenAI's four (the SDK keeps the whole body).
+        detail["refused_requests"] = [
+            {
+                "location": refusal.location,
+                "custom_id": refusal.name,
+                "code": refusal.error.rule,
+                "message": refusal.error.message,
+            }
+            for refusal in error.refused
+        ]
+    body = {"error": detail}
     return ErrorResponse(status=error.status, body=body, headers={"Turngate-Rejection": error.rule})
