@@ -115,6 +115,18 @@ class BatchRejected(LocalError):
             rule=rule,
         )
 
+    def listing(self, code: str) -> list[dict[str, str | None]]:
+        """Every refused request as an envelope lists it, its rule under the key ``code``."""
+        return [
+            {
+                "location": refusal.location,
+                "custom_id": refusal.name,
+                code: refusal.error.rule,
+                "message": refusal.error.message,
+            }
+            for refusal in self.refused
+        ]
+
 
 class UnsupportedInTarget(LocalError):
     rule = "unsupported_in_target"

@@ -34,14 +34,6 @@ def render_openai_error(error: TurngateError) -> ErrorResponse:
     }
     if isinstance(error, BatchRejected):
         # A field of turngate's own beside OpenAI's four (the SDK keeps the whole body).
-        detail["refused_requests"] = [
-            {
-                "location": refusal.location,
-                "custom_id": refusal.name,
-                "code": refusal.error.rule,
-                "message": refusal.error.message,
-            }
-            for refusal in error.refused
-        ]
+        detail["refused_requests"] = error.listing("code")
     body = {"error": detail}
     return ErrorResponse(status=error.status, body=body, headers={"Turngate-Rejection": error.rule})

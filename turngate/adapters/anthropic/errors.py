@@ -44,15 +44,7 @@ def render_anthropic_error(error: TurngateError) -> ErrorResponse:
         message = f"{message} [rule: {error.rule}]"
     details: dict[str, Any] = {"error_code": error.rule}
     if isinstance(error, BatchRejected):
-        details["refused_requests"] = [
-            {
-                "location": refusal.location,
-                "custom_id": refusal.name,
-                "error_code": refusal.error.rule,
-                "message": refusal.error.message,
-            }
-            for refusal in error.refused
-        ]
+        details["refused_requests"] = error.listing("error_code")
     body = {
         "type": "error",
         "error": {"type": error_type(error.status), "message": message, "details": details},
