@@ -81,10 +81,7 @@ class RouteMatch:
     def openai_path(self) -> str | None:
         """The upstream path (raw, no query) as the OpenAI API names it (``/v1/...``), on
         the openai provider's prefixes, Azure's included; None elsewhere."""
-        if self.provider != "openai":
-            return None
-        path = self.upstream_path_qs.split("?", 1)[0]
-        return as_openai_path(path) if self.prefix.azure else path
+        return _openai_named(self.prefix, self.upstream_path_qs.split("?", 1)[0])
 
     @cached_property
     def upstream_url(self) -> URL:
@@ -140,7 +137,8 @@ def match(table: tuple[Prefix, ...], method: str, path: str, raw_path_qs: str) -
         else:
             api, info = _parsed(prefix.provider, method, upstream_path)
         if api is None:
-            batch = batch_route(prefix.provider, method, _as_openai(prefix, upstream_path))
+            named = _openai_named(prefix, upstream_path) or upstream_path
+            batch = batch_route(prefix.provider, method, named)
             if batch is not None:
                 return RouteMatch(prefix, prefix.upstream_root + raw_tail, None, batch[1], batch[0])
         return RouteMatch(prefix, prefix.upstream_root + raw_tail, api, info)
@@ -156,11 +154,13 @@ def has_dot_segment(raw_path_qs: str) -> bool:
     return any(segment in (".", "..") for segment in path.split("/"))
 
 
-def _as_openai(prefix: Prefix, upstream_path: str) -> str:
-    if not prefix.azure:
-        return upstream_path
-    # A path that is none of OpenAI's names nothing batch_route knows.
-    return as_openai_path(upstream_path) or upstream_path
+def _openai_named(prefix: Prefix, path: str) -> str | None:
+    """``path`` (below the upstream) as the OpenAI API names it (``/v1/...``) on the openai
+    provider's prefixes, Azure's included; None elsewhere, and for an Azure path OpenAI has
+    no name for."""
+    if prefix.provider != "openai":
+        return None
+    return as_openai_path(path) if prefix.azure else path
 
 
 def _parsed_azure(method: str, upstream_path: str) -> tuple[ApiName | None, RouteInfo]:

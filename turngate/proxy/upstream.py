@@ -111,7 +111,8 @@ def unavailable(exc: BaseException) -> TurngateError:
 
 
 class WatchedBody(payload.Payload):
-    """Request bytes that call ``on_written`` once aiohttp has handed them all to the socket.
+    """Request bytes that call ``on_written`` (if any) once aiohttp has handed them all to the
+    socket.
 
     A ``Payload`` of its own rather than a ``BytesPayload``: the latter warns on every body
     over 1 MiB, and large chat bodies are normal here.
@@ -120,7 +121,13 @@ class WatchedBody(payload.Payload):
     _value: bytes
     _autoclose = True
 
-    def __init__(self, value: bytes, on_written: Callable[[], None], *, content_type: str) -> None:
+    def __init__(
+        self,
+        value: bytes,
+        on_written: Callable[[], None] | None = None,
+        *,
+        content_type: str,
+    ) -> None:
         super().__init__(value, content_type=content_type)
         self._size = len(value)
         self._on_written = on_written
@@ -139,7 +146,8 @@ class WatchedBody(payload.Payload):
     ) -> None:
         value = self._value if content_length is None else self._value[:content_length]
         await writer.write(value)
-        self._on_written()
+        if self._on_written is not None:
+            self._on_written()
 
 
 async def relay(
@@ -161,7 +169,7 @@ async def relay(
     if read is not None:
         # A payload of its own: aiohttp warns of every plain bytes body over 1 MiB.
         kind = request.headers.get("Content-Type", "application/octet-stream")
-        whole = WatchedBody(read, _nothing, content_type=kind)
+        whole = WatchedBody(read, content_type=kind)
     try:
         async with session.request(
             request.method,
@@ -176,10 +184,6 @@ async def relay(
         if body is not None and body.stalled:
             raise body.timeout_error() from exc
         raise
-
-
-def _nothing() -> None:
-    pass
 
 
 class _IdleBody:
