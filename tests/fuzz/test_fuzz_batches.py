@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fixtures_dir import COUNTS
 from tests.fuzz.strategies import FUZZ, json_objects
 from turngate.adapters.base import RouteInfo
-from turngate.adapters.batches import batch_entries, gemini_file_lines
+from turngate.adapters.batches import batch_entries, gemini_file, gemini_file_lines
 from turngate.adapters.openai_batch import batch_file, batch_lines, first_field, form_parts
 
 SHAPES = st.sampled_from(
@@ -74,3 +75,22 @@ def test_a_form_whose_parts_hold_anything_is_read_without_raising(
     form_parts(content_type, data)
     first_field(content_type, data)
     batch_file(content_type, data)
+
+
+GEMINI_FILES = st.one_of(
+    st.binary(max_size=300),
+    st.lists(json_objects(), max_size=4).map(
+        lambda values: b"\n".join(orjson.dumps({"key": "k", "request": v}) for v in values)
+    ),
+    st.lists(st.one_of(json_objects(), st.binary(max_size=40)), max_size=4).map(
+        lambda values: b"\n".join(v if isinstance(v, bytes) else orjson.dumps(v) for v in values)
+    ),
+)
+
+
+@FUZZ
+@given(data=GEMINI_FILES)
+def test_reading_a_gemini_upload_raises_nothing(data: bytes) -> None:
+    entries = gemini_file(data)
+    assert entries is None or all(isinstance(entry.body, dict) for entry in entries)
+    COUNTS["fuzz batch uploads"] += 1

@@ -6,11 +6,13 @@
     gemini      POST /{version}/models/{m}:batchGenerateContent
                 {"batch": {"inputConfig": {"requests": {"requests": [
                     {"request": <a generateContent request>, "metadata": {"key": ...}}, ...]}}}}
+                POST /upload/{version}/files (the bytes of a Files API upload, sent whole:
+                a batch input file is JSONL, {"key": ..., "request": <...>} a line)
 
 A provider runs each request of a batch on its own, hours later, and reports one it refuses
 only in the batch's results; turngate checks them all before the batch is sent. What is not
-shaped as above (no list of requests, an entry without an object to parse, a Gemini batch
-read from an uploaded file) holds nothing to check here: the provider judges it.
+shaped as above (no list of requests, an entry without an object to parse, an upload that
+is no batch input file) holds nothing to check here: the provider judges it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from turngate.adapters.base import RouteInfo
 from turngate.graph.model import ApiName
 
@@ -28,6 +32,7 @@ OPENAI_FILES = "/v1/files"
 GEMINI_BATCH = re.compile(
     r"/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):batchGenerateContent"
 )
+GEMINI_UPLOAD = re.compile(r"/upload/(v1|v1beta|v1alpha)/files")
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,9 @@ def batch_route(provider: str, method: str, upstream_path: str) -> tuple[ApiName
         found = GEMINI_BATCH.fullmatch(upstream_path)
         if found is not None:
             return "gemini", RouteInfo(model=found["model"], stream=False)
+        if GEMINI_UPLOAD.fullmatch(upstream_path):
+            # An upload: only one that is a batch input file holds requests (gemini_file).
+            return "gemini", RouteInfo(stream=False)
     return None
 
 
@@ -100,6 +108,22 @@ def gemini_file_lines(lines: list[Any]) -> Iterator[BatchEntry]:
     for number, line in enumerate(lines, start=1):
         if isinstance(line, dict) and isinstance(line.get("request"), dict):
             yield _gemini_entry(f"line {number}", line.get("key"), line["request"], None)
+
+
+def gemini_file(data: bytes) -> list[BatchEntry] | None:
+    """The requests of ``data`` when it is a Gemini batch input file (JSONL, every line an
+    object with a ``request``), else None."""
+    lines = [line for line in data.splitlines() if line.strip()]
+    # Most uploads are no JSON at all: one look at the first byte, not a parse of them.
+    if not lines or not lines[0].lstrip().startswith(b"{"):
+        return None
+    try:
+        values = [orjson.loads(line) for line in lines]
+    except orjson.JSONDecodeError:
+        return None
+    if not all(isinstance(v, dict) and isinstance(v.get("request"), dict) for v in values):
+        return None
+    return list(gemini_file_lines(values))
 
 
 def _gemini_entry(where: str, key: Any, request: dict[str, Any], model: str | None) -> BatchEntry:

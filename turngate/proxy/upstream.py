@@ -21,7 +21,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from turngate.errors import BadRequestBody, TurngateError, UpstreamUnavailable
 from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT
-from turngate.proxy.routes import RouteMatch
+from turngate.proxy.routes import Prefix, RouteMatch
+from turngate.proxy.uploads import back_through
 
 HOP_BY_HOP = frozenset(
     {
@@ -179,7 +180,7 @@ async def relay(
             allow_redirects=False,
             proxy=route.prefix.proxy,
         ) as upstream:
-            return await _relay_response(request, upstream)
+            return await _relay_response(request, upstream, route.prefix)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         if body is not None and body.stalled:
             raise body.timeout_error() from exc
@@ -280,10 +281,12 @@ class IdleWatch:
 
 
 async def _relay_response(
-    request: web.Request, upstream: aiohttp.ClientResponse
+    request: web.Request, upstream: aiohttp.ClientResponse, prefix: Prefix
 ) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-    response.headers.extend(inbound_headers(upstream.headers))
+    headers = inbound_headers(upstream.headers)
+    back_through(headers, prefix, f"{request.scheme}://{request.host}")
+    response.headers.extend(headers)
     await response.prepare(request)
     watch = IdleWatch.take_over(upstream)
     try:

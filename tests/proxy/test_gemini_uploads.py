@@ -1,0 +1,180 @@
+"""Gemini Files API uploads through turngate: the bytes come back through it, and a batch
+input file is checked before it is sent.
+
+google-genai's ``files.upload`` starts an upload, then sends the file's bytes to the address
+the provider answers (``X-Goog-Upload-URL``): the provider's own host, which would take the
+bytes past the sidecar. turngate answers that address below its own /gemini prefix. A file
+sent whole whose lines are Gemini batch requests (``{"key": ..., "request": {...}}``) is
+checked as a batch is: refused with the SDK's normal 400 naming each refused line, its
+bytes never sent.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from google import genai
+from google.genai import _api_client
+from google.genai import errors as genai_errors
+
+from tests.proxy.conftest import StackFactory
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import genai_sdk
+from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING, MODES, call
+from tests.proxy.stack import Stack
+from tests.proxy.test_batches import GEMINI_CASES, VALID_GEMINI
+
+pytestmark = GENAI_AIOHTTP_WARNING
+
+SESSION = "/upload/v1beta/files?upload_id=ABC-123&upload_protocol=resumable"
+UPLOADED = {"file": {"name": "files/nightly-1", "mimeType": "jsonl", "sizeBytes": "1"}}
+FINAL = Reply.json(UPLOADED, headers={"X-Goog-Upload-Status": "final"})
+ACTIVE = Reply(body=b"", headers={"X-Goog-Upload-Status": "active"})
+
+
+def started(stack: Stack, address: str | None = None) -> Reply:
+    """The provider's answer to an upload's start: where to send the bytes."""
+    where = address or f"http://{stack.upstream_host}{SESSION}"
+    return Reply(body=b"", headers={"X-Goog-Upload-URL": where, "X-Goog-Upload-Status": "active"})
+
+
+def jsonl(*lines: dict[str, Any]) -> bytes:
+    return b"\n".join(orjson.dumps(line) for line in lines) + b"\n"
+
+
+def line(key: str, contents: list[dict[str, Any]], **request: Any) -> dict[str, Any]:
+    return {"key": key, "request": {"contents": contents, **request}}
+
+
+VALID_FILE = jsonl(line("one", VALID_GEMINI), line("two", VALID_GEMINI[:1]))
+
+
+@pytest.fixture
+async def stack(make_stack: StackFactory, caplog: pytest.LogCaptureFixture) -> Stack:
+    # turngate's access log tells what reached it (a stack that records bodies would read
+    # them before the relay).
+    caplog.set_level("INFO", logger="turngate.access")
+    return await make_stack()
+
+
+@pytest.fixture(params=MODES)
+async def files(request: pytest.FixtureRequest, stack: Stack) -> AsyncIterator[Any]:
+    client: genai.Client = genai_sdk(stack)
+    api = client.files if request.param == "sync" else client.aio.files
+    api.mode = request.param
+    yield api
+    await call(request.param, client.close if request.param == "sync" else client.aio.aclose)
+
+
+async def upload(files: Any, data: bytes, mime_type: str = "jsonl") -> Any:
+    config = {"mime_type": mime_type, "display_name": "nightly"}
+    return await call(files.mode, files.upload, file=io.BytesIO(data), config=config)
+
+
+def sends_through_turngate(caplog: pytest.LogCaptureFixture) -> int:
+    """How many times the client sent the file's bytes to turngate."""
+    prefix = f"POST /gemini{SESSION} "
+    return sum(1 for r in caplog.records if r.getMessage().startswith(prefix))
+
+
+async def test_a_files_bytes_come_back_through_turngate(
+    files: Any, stack: Stack, caplog: pytest.LogCaptureFixture
+):
+    stack.upstream.replies(started(stack), FINAL)
+    data = b"quarterly revenue, by region\n"
+    uploaded = await upload(files, data, mime_type="text/plain")
+    assert uploaded.name == "files/nightly-1"
+    start, sent = stack.upstream.received
+    assert start.path_qs == "/upload/v1beta/files"
+    assert (sent.path_qs, sent.body) == (SESSION, data)
+    assert sends_through_turngate(caplog) == 1
+
+
+@pytest.mark.parametrize(
+    ("provider_address", "told"),
+    [
+        ("{upstream}" + SESSION, "{turngate}/gemini" + SESSION),
+        ("https://uploads.example.com/x?upload_id=1", "https://uploads.example.com/x?upload_id=1"),
+    ],
+    ids=["the provider's own host", "another host"],
+)
+async def test_the_client_is_told_turngates_address_for_the_providers_own(
+    stack: Stack, provider_address: str, told: str
+):
+    upstream = f"http://{stack.upstream_host}"
+    stack.upstream.reply(started(stack, provider_address.format(upstream=upstream)))
+    headers = {"X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(stack.base("/gemini/upload/v1beta/files"), json={}, headers=headers) as got,
+    ):
+        assert got.headers["X-Goog-Upload-URL"] == told.format(turngate=stack.url)
+
+
+async def test_a_valid_batch_file_is_sent_as_the_clients_bytes(files: Any, stack: Stack):
+    stack.upstream.replies(started(stack), FINAL)
+    await upload(files, VALID_FILE)
+    assert stack.upstream.received[-1].body == VALID_FILE
+
+
+async def test_a_batch_file_with_an_invalid_request_is_refused_before_its_bytes_are_sent(
+    files: Any, stack: Stack, caplog: pytest.LogCaptureFixture
+):
+    stack.upstream.replies(started(stack), FINAL)
+    orphan = [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}]
+    data = jsonl(line("fine", VALID_GEMINI), line("bad", orphan))
+    with pytest.raises(genai_errors.ClientError) as raised:
+        await upload(files, data)
+    assert raised.value.code == 400
+    assert "line 2 ('bad')" in str(raised.value.message)
+    details = raised.value.details["error"]["details"]
+    (violations,) = [d["fieldViolations"] for d in details if "fieldViolations" in d]
+    assert [v["field"] for v in violations] == ["line 2"]
+    # Only the upload's start reached the provider; the SDK did not send the bytes again.
+    assert [r.path_qs for r in stack.upstream.received] == ["/upload/v1beta/files"]
+    assert sends_through_turngate(caplog) == 1
+
+
+@pytest.mark.parametrize(
+    ("case", "request_body", "rules"), GEMINI_CASES, ids=[case[0] for case in GEMINI_CASES]
+)
+async def test_every_invalid_gemini_sequence_refuses_its_batch_file(
+    stack: Stack, case: str, request_body: dict[str, Any], rules: set[str]
+):
+    stack.upstream.reply(FINAL)
+    data = jsonl(line("fine", VALID_GEMINI), {"key": "bad", "request": request_body})
+    headers = {"X-Goog-Upload-Command": "upload, finalize", "X-Goog-Upload-Offset": "0"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(stack.base("/gemini" + SESSION), data=data, headers=headers) as got,
+    ):
+        assert got.status == 400
+        assert got.headers["Turngate-Rejection"] in rules, case
+        assert got.headers["X-Goog-Upload-Status"] == "final"
+    assert stack.upstream.received == []
+
+
+async def test_a_batch_file_sent_in_pieces_is_relayed_unchecked_and_logged(
+    files: Any, stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    orphan = [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}]
+    data = jsonl(line("fine", VALID_GEMINI), line("bad", orphan))
+    piece = len(data) // 2 + 1
+    monkeypatch.setattr(_api_client, "CHUNK_SIZE", piece)
+    stack.upstream.replies(started(stack), ACTIVE, FINAL)
+    with caplog.at_level("WARNING", logger="turngate.proxy"):
+        await upload(files, data)
+    assert b"".join(r.body for r in stack.upstream.received[1:]) == data
+    assert "a batch is relayed without checking its requests" in caplog.text
+
+
+async def test_jsonl_that_is_no_batch_file_is_sent_unchecked(files: Any, stack: Stack):
+    stack.upstream.replies(started(stack), FINAL)
+    data = jsonl({"role": "user", "text": "not a request"}, {"request": "not an object"})
+    await upload(files, data)
+    assert stack.upstream.received[-1].body == data
