@@ -51,6 +51,8 @@ def line(key: str, contents: list[dict[str, Any]], **request: Any) -> dict[str, 
     return {"key": key, "request": {"contents": contents, **request}}
 
 
+# A function's response that answers no call.
+ORPHAN = [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}]
 VALID_FILE = jsonl(line("one", VALID_GEMINI), line("two", VALID_GEMINI[:1]))
 
 
@@ -126,8 +128,7 @@ async def test_a_batch_file_with_an_invalid_request_is_refused_before_its_bytes_
     files: Any, stack: Stack, caplog: pytest.LogCaptureFixture
 ):
     stack.upstream.replies(started(stack), FINAL)
-    orphan = [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}]
-    data = jsonl(line("fine", VALID_GEMINI), line("bad", orphan))
+    data = jsonl(line("fine", VALID_GEMINI), line("bad", ORPHAN))
     with pytest.raises(genai_errors.ClientError) as raised:
         await upload(files, data)
     assert raised.value.code == 400
@@ -159,16 +160,51 @@ async def test_every_invalid_gemini_sequence_refuses_its_batch_file(
     assert stack.upstream.received == []
 
 
-async def test_a_batch_file_sent_in_pieces_is_relayed_unchecked_and_logged(
-    files: Any, stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def in_pieces(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    """google-genai sends a file larger than ``size`` in pieces of ``size`` (8 MB as shipped)."""
+    monkeypatch.setattr(_api_client, "CHUNK_SIZE", size)
+
+
+async def test_a_batch_file_sent_in_pieces_is_checked_before_its_last_piece_is_sent(
+    files: Any, stack: Stack, monkeypatch: pytest.MonkeyPatch
 ):
-    orphan = [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}]
-    data = jsonl(line("fine", VALID_GEMINI), line("bad", orphan))
-    piece = len(data) // 2 + 1
-    monkeypatch.setattr(_api_client, "CHUNK_SIZE", piece)
-    stack.upstream.replies(started(stack), ACTIVE, FINAL)
-    with caplog.at_level("WARNING", logger="turngate.proxy"):
+    data = jsonl(line("fine", VALID_GEMINI), line("also fine", VALID_GEMINI), line("bad", ORPHAN))
+    piece = len(data) // 3 + 1
+    in_pieces(monkeypatch, piece)
+    stack.upstream.replies(started(stack), ACTIVE, ACTIVE, FINAL)
+    with pytest.raises(genai_errors.ClientError) as raised:
         await upload(files, data)
+    assert raised.value.code == 400
+    assert "line 3 ('bad')" in str(raised.value.message)
+    # The upload is never finalized: the provider makes no file of the first two pieces.
+    start, *pieces = stack.upstream.received
+    assert start.path_qs == "/upload/v1beta/files"
+    assert [p.headers["X-Goog-Upload-Command"] for p in pieces] == ["upload", "upload"]
+    assert b"".join(p.body for p in pieces) == data[: 2 * piece]
+
+
+async def test_a_valid_batch_file_sent_in_pieces_is_sent_whole(
+    files: Any, stack: Stack, monkeypatch: pytest.MonkeyPatch
+):
+    in_pieces(monkeypatch, len(VALID_FILE) // 2 + 1)
+    stack.upstream.replies(started(stack), ACTIVE, FINAL)
+    await upload(files, VALID_FILE)
+    assert b"".join(r.body for r in stack.upstream.received[1:]) == VALID_FILE
+
+
+async def test_a_batch_file_whose_pieces_outgrow_the_body_limit_is_relayed_unchecked(
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    data = jsonl(line("fine", VALID_GEMINI), line("bad", ORPHAN))
+    stack = await make_stack(max_body_bytes=len(data) - 10)
+    in_pieces(monkeypatch, len(data) // 2 + 1)
+    stack.upstream.replies(started(stack), ACTIVE, FINAL)
+    client = genai_sdk(stack)
+    try:
+        with caplog.at_level("WARNING", logger="turngate.proxy"):
+            await client.aio.files.upload(file=io.BytesIO(data), config={"mime_type": "jsonl"})
+    finally:
+        await client.aio.aclose()
     assert b"".join(r.body for r in stack.upstream.received[1:]) == data
     assert "a batch is relayed without checking its requests" in caplog.text
 

@@ -29,6 +29,7 @@ import orjson
 from aiohttp import web
 
 from turngate.adapters.azure_paths import AZURE_MOUNT
+from turngate.adapters.batches import GEMINI_UPLOAD
 from turngate.errors import LocalError, TurngateError
 from turngate.policies.config import PolicyFile
 from turngate.policies.loading import load_serving_policy
@@ -42,6 +43,8 @@ from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
+from turngate.proxy.gemini_uploads import checked_gemini_upload
+from turngate.proxy.kept_uploads import KeptUploads
 from turngate.proxy.observe import install_telemetry
 from turngate.proxy.recovery import recovery_loop, unknown_at_start
 from turngate.proxy.retrieved_stream import retrieve_stream, streamed_handle
@@ -125,6 +128,7 @@ def create_app(
             policies=resolved,
             adapters=adapters,
             telemetry=operations,
+            uploads=KeptUploads(settings.max_body_bytes),
         )
         # Settles UNKNOWN attempts past their deadline, takes over stopped Redis replicas.
         recovering = asyncio.create_task(recovery_loop(app[SERVICES]), name="turngate-recovery")
@@ -281,6 +285,8 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
         return await dispatch(request, route, services)
     try:
         if route.batch is not None:
+            if GEMINI_UPLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0]):
+                return await checked_gemini_upload(request, route, services)
             return await checked_batch(request, route, services, route.batch)
         handle = retrieved_handle(request, route)
         if handle is not None:

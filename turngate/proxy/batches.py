@@ -1,7 +1,7 @@
 """A batch's chat requests, each checked as a chat request is, before the batch is sent.
 
     read body -> each entry (adapters/batches.py; adapters/openai_batch.py for an upload to
-      OpenAI's Batch API; a Gemini batch input file sent whole)
+      OpenAI's Batch API; a Gemini batch input file: proxy/gemini_uploads.py)
       -> route policy -> parse -> trust labels + validate
       -> enforce: refused?   shadow: logged and counted
       -> any refused: 400 naming every refused entry, nothing sent   -> else: relay the bytes
@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from turngate.adapters.batches import GEMINI_UPLOAD, BatchEntry, batch_entries, gemini_file
+from turngate.adapters.batches import BatchEntry, batch_entries
 from turngate.adapters.openai_batch import batch_file, batch_lines, first_field
 from turngate.errors import (
     BatchRefusal,
@@ -57,8 +57,6 @@ async def checked_batch(
 ) -> web.StreamResponse:
     if route.provider == "openai":
         return await checked_upload(request, route, services)
-    if GEMINI_UPLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0]):
-        return await checked_gemini_upload(request, route, services)
     declared = request.content_length
     if declared is None or declared > services.settings.max_body_bytes:
         unchecked(request, api, f"{declared} bytes, over --max-body-bytes or not declared")
@@ -81,7 +79,7 @@ async def checked_batch(
                 unchecked(request, api, "more JSON objects and arrays than one request may hold")
                 return await relay(request, route, services.session, read=raw)
             entries = list(batch_entries(api, route.info, body))
-            return await _judged_batch(request, route, services, observer, raw=raw, entries=entries)
+            return await judged_batch(request, route, services, observer, raw=raw, entries=entries)
         finally:
             observer.log()
 
@@ -92,7 +90,7 @@ async def checked_upload(
     """A file upload: checked when it is a Batch API input file, else streamed up as it
     comes (only its first form field is read first: the openai SDK sends ``purpose`` there)."""
     content_type = request.headers.get("Content-Type", "")
-    head = await _head_read(request, lambda read: first_field(content_type, read) is not None)
+    head = await head_read(request, lambda read: first_field(content_type, read) is not None)
     first = first_field(content_type, head)
     purpose = first.content.strip() if first is not None and first.name == "purpose" else None
     if purpose not in (None, b"batch"):
@@ -114,54 +112,12 @@ async def checked_upload(
     with observe_dispatch(request, "openai_chat") as observer:
         try:
             entries = list(batch_lines(data))
-            return await _judged_batch(request, route, services, observer, raw=raw, entries=entries)
+            return await judged_batch(request, route, services, observer, raw=raw, entries=entries)
         finally:
             observer.log()
 
 
-async def checked_gemini_upload(
-    request: web.Request, route: RouteMatch, services: Services
-) -> web.StreamResponse:
-    """The bytes of a Gemini Files API upload: checked when they are a whole batch input
-    file, else relayed as they come (the start of an upload, and any other file)."""
-    said = request.headers.get("X-Goog-Upload-Command", "")
-    command = {word.strip().lower() for word in said.split(",")}
-    if "upload" not in command:
-        return await relay(request, route, services.session)
-    head = await _head_read(request, lambda read: b"\n" in read)
-    limit = services.settings.max_body_bytes
-    declared = request.content_length
-    offset = request.headers.get("X-Goog-Upload-Offset", "0").strip()
-    if "finalize" not in command or offset != "0" or declared is None or declared > limit:
-        if offset == "0" and _starts_a_batch_file(head):
-            why = "the file is sent in several pieces, or over --max-body-bytes"
-            unchecked(request, "gemini", why)
-        return await relay(request, route, services.session, head=head)
-    raw = head + await read_body(request, limit, only_json=False)
-    entries = gemini_file(raw)
-    if entries is None:
-        return await relay(request, route, services.session, read=raw)
-    with observe_dispatch(request, "gemini") as observer:
-        try:
-            response = await _judged_batch(
-                request, route, services, observer, raw=raw, entries=entries
-            )
-        finally:
-            observer.log()
-    if not response.prepared:
-        # The upload is over: without the status, the SDK sends the bytes again thrice.
-        response.headers["X-Goog-Upload-Status"] = "final"
-    return response
-
-
-def _starts_a_batch_file(head: bytes) -> bool:
-    """Whether the file that starts with ``head`` looks like a Gemini batch input file: its
-    first line is a batch request, or the start of one."""
-    first = head.partition(b"\n")[0]
-    return bool(gemini_file(first)) or (first.lstrip().startswith(b"{") and b'"request"' in first)
-
-
-async def _head_read(request: web.Request, enough: Callable[[bytes], bool]) -> bytes:
+async def head_read(request: web.Request, enough: Callable[[bytes], bool]) -> bytes:
     """The start of the body, until ``enough`` of it is read, or ``PEEK`` bytes, or all of
     it; a client that stalls meanwhile gets the relay's 408."""
     head = b""
@@ -178,7 +134,7 @@ async def _head_read(request: web.Request, enough: Callable[[bytes], bool]) -> b
     return head
 
 
-async def _judged_batch(
+async def judged_batch(
     request: web.Request,
     route: RouteMatch,
     services: Services,

@@ -23,6 +23,7 @@ from turngate.graph.model import ApiName
 from turngate.policies.config import BUILTIN_POLICY, Policy, PolicyFile
 from turngate.policies.pins import AdapterRegistry
 from turngate.policies.tokens import TokenCache
+from turngate.proxy.kept_uploads import KeptUploads
 from turngate.proxy.observe import OperationTelemetry, quiet_operations
 from turngate.proxy.replies import Replies
 from turngate.proxy.routes import Prefix
@@ -51,6 +52,8 @@ class Services:
     # What this process remembers of the replies it committed (their calls, their threads'
     # tools), for the requests chained to them.
     replies: Replies = field(default_factory=Replies)
+    # The pieces of Gemini uploads kept until their file is whole (proxy/gemini_uploads.py).
+    uploads: KeptUploads = field(default_factory=lambda: KeptUploads(0))
     # Set on the view of one request (``for_route``); app-wide it is None.
     route_policy: Policy | None = None
     # Store writes no answer waits for (shadow records); drained before the store closes.

@@ -1,0 +1,35 @@
+"""The pieces of Gemini uploads kept until their file is whole: bounded by the body limit
+in all, the least recently used upload dropped first."""
+
+from __future__ import annotations
+
+from turngate.proxy.kept_uploads import KeptUploads
+
+
+def test_an_uploads_pieces_are_taken_whole_in_order():
+    kept = KeptUploads(limit=100)
+    assert kept.add("a", b'{"key": ') == []
+    assert kept.add("a", b'"one"}') == []
+    assert kept.received("a") == 14
+    assert kept.take("a") == b'{"key": "one"}'
+    assert kept.received("a") == 0
+
+
+def test_the_least_recently_used_upload_is_dropped_to_keep_within_the_limit():
+    kept = KeptUploads(limit=10)
+    kept.add("a", b"aaaa")
+    kept.add("b", b"bbbb")
+    kept.add("a", b"aa")  # a is now the more recent
+    assert kept.add("c", b"cccc") == ["b"]
+    assert (kept.received("a"), kept.received("b"), kept.received("c")) == (6, 0, 4)
+
+
+def test_taken_and_dropped_uploads_free_their_room():
+    kept = KeptUploads(limit=10)
+    kept.add("a", b"a" * 6)
+    kept.take("a")
+    kept.add("b", b"b" * 4)
+    assert kept.drop("b")
+    assert not kept.drop("b")
+    assert kept.add("c", b"c" * 10) == []
+    assert kept.received("c") == 10

@@ -1,0 +1,46 @@
+"""The pieces of uploads kept until their file can be read whole (proxy/gemini_uploads.py)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class KeptUploads:
+    """The bytes received so far of each upload in pieces being kept, by upload address;
+    the least recently used dropped when they would hold more than ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._kept: OrderedDict[str, bytearray] = OrderedDict()
+        self._size = 0
+
+    def received(self, key: str) -> int:
+        kept = self._kept.get(key)
+        return 0 if kept is None else len(kept)
+
+    def add(self, key: str, data: bytes) -> list[str]:
+        """Keep ``data`` as the next bytes of the upload ``key``; the uploads dropped to make
+        room (the least recently used first)."""
+        kept = self._kept.setdefault(key, bytearray())
+        kept += data
+        self._size += len(data)
+        self._kept.move_to_end(key)
+        dropped: list[str] = []
+        while self._size > self.limit:
+            oldest = next(iter(self._kept))
+            self.drop(oldest)
+            dropped.append(oldest)
+        return dropped
+
+    def take(self, key: str) -> bytes:
+        """The bytes kept of ``key``, no longer kept."""
+        kept = self._kept.pop(key, bytearray())
+        self._size -= len(kept)
+        return bytes(kept)
+
+    def drop(self, key: str) -> bool:
+        kept = self._kept.pop(key, None)
+        if kept is None:
+            return False
+        self._size -= len(kept)
+        return True
