@@ -68,7 +68,7 @@ async def stack(make_stack: StackFactory, caplog: pytest.LogCaptureFixture) -> S
 async def files(request: pytest.FixtureRequest, stack: Stack) -> AsyncIterator[Any]:
     client: genai.Client = genai_sdk(stack)
     api = client.files if request.param == "sync" else client.aio.files
-    api.mode = request.param
+    api.mode, api.client = request.param, client
     yield api
     await call(request.param, client.close if request.param == "sync" else client.aio.aclose)
 
@@ -214,3 +214,30 @@ async def test_jsonl_that_is_no_batch_file_is_sent_unchecked(files: Any, stack: 
     data = jsonl({"role": "user", "text": "not a request"}, {"request": "not an object"})
     await upload(files, data)
     assert stack.upstream.received[-1].body == data
+
+
+async def test_a_file_search_stores_upload_comes_back_through_turngate_unchecked(
+    files: Any, stack: Stack, caplog: pytest.LogCaptureFixture
+):
+    # Documents for retrieval, not batch requests: relayed as they come, even JSONL.
+    store = "fileSearchStores/handbook-1"
+    address = f"http://{stack.upstream_host}/upload/v1beta/{store}:uploadToFileSearchStore"
+    session = "?upload_id=XYZ&upload_protocol=resumable"
+    operation = {"name": f"{store}/upload/operations/op-1", "done": False}
+    stack.upstream.replies(
+        started(stack, address + session),
+        Reply.json(operation, headers={"X-Goog-Upload-Status": "final"}),
+    )
+    client = files.client
+    api = client.file_search_stores if files.mode == "sync" else client.aio.file_search_stores
+    done = await call(
+        files.mode,
+        api.upload_to_file_search_store,
+        file_search_store_name=store,
+        file=io.BytesIO(VALID_FILE),
+        config={"mime_type": "jsonl"},
+    )
+    assert done.name == operation["name"]
+    assert stack.upstream.received[-1].body == VALID_FILE
+    prefix = f"POST /gemini/upload/v1beta/{store}:uploadToFileSearchStore{session} "
+    assert any(r.getMessage().startswith(prefix) for r in caplog.records)
