@@ -3,7 +3,7 @@ in all, the least recently used upload dropped first."""
 
 from __future__ import annotations
 
-from turngate.proxy.kept_uploads import KeptUploads
+from turngate.proxy.kept_uploads import MAX_UPLOADS, KeptUploads
 
 
 def test_an_uploads_pieces_are_taken_whole_in_order():
@@ -33,3 +33,21 @@ def test_taken_and_dropped_uploads_free_their_room():
     assert not kept.drop("b")
     assert kept.add("c", b"c" * 10) == []
     assert kept.received("c") == 10
+
+
+def test_an_upload_is_dropped_with_its_parts():
+    kept = KeptUploads(limit=100)
+    kept.add("upload_1", b"")
+    kept.add("upload_1/part_1", b"one")
+    kept.add("upload_10/part_1", b"other")
+    kept.drop_all("upload_1")
+    assert not kept.holds("upload_1")
+    assert not kept.holds("upload_1/part_1")
+    assert kept.holds("upload_10/part_1")
+
+
+def test_empty_uploads_are_bounded_in_number():
+    kept = KeptUploads(limit=100)
+    for number in range(MAX_UPLOADS):
+        assert kept.add(f"upload_{number}", b"") == []
+    assert kept.add("one more", b"") == ["upload_0"]

@@ -153,7 +153,11 @@ def test_an_upstream_must_be_a_plain_http_url():
         ("POST", "/openai/v1/batches", None, RouteInfo()),
         ("POST", "/openai/v1/files", "openai_chat", RouteInfo()),
         ("GET", "/openai/v1/files", None, RouteInfo()),
-        ("POST", "/openai/v1/uploads", None, RouteInfo()),
+        ("POST", "/openai/v1/uploads", "openai_chat", RouteInfo()),
+        ("POST", "/openai/v1/uploads/upload_1/parts", "openai_chat", RouteInfo()),
+        ("POST", "/openai/v1/uploads/upload_1/complete", "openai_chat", RouteInfo()),
+        ("POST", "/openai/v1/uploads/upload_1/parts/extra", None, RouteInfo()),
+        ("GET", "/openai/v1/uploads/upload_1", None, RouteInfo()),
     ],
 )
 def test_batch_creations_are_recognised_and_nothing_else(

@@ -1,6 +1,8 @@
 """The chat requests a batch carries, each as the body its API's adapter parses.
 
     openai      POST /v1/files (an upload whose purpose is "batch": adapters/openai_batch.py)
+                POST /v1/uploads, /v1/uploads/{id}/parts, /v1/uploads/{id}/complete (the
+                Uploads API: a Batch API file sent in parts, checked at completion)
     anthropic   POST /v1/messages/batches
                 {"requests": [{"custom_id": ..., "params": <a Messages request>}, ...]}
     gemini      POST /{version}/models/{m}:batchGenerateContent
@@ -33,6 +35,8 @@ GEMINI_BATCH = re.compile(
     r"/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):batchGenerateContent"
 )
 GEMINI_UPLOAD = re.compile(r"/upload/(v1|v1beta|v1alpha)/files")
+# The Uploads API's steps: start (no id), a part, completion.
+OPENAI_UPLOADS = re.compile(r"/v1/uploads(?:/(?P<upload>[^/]+)/(?P<step>parts|complete|cancel))?")
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,9 @@ def batch_route(provider: str, method: str, upstream_path: str) -> tuple[ApiName
     holds, and what the path says of them (a Gemini batch's model)."""
     if method != "POST":
         return None
-    if provider == "openai" and upstream_path == OPENAI_FILES:
+    if provider == "openai" and (
+        upstream_path == OPENAI_FILES or OPENAI_UPLOADS.fullmatch(upstream_path)
+    ):
         # An upload: only one for the Batch API holds requests (adapters/openai_batch.py).
         return "openai_chat", RouteInfo()
     if provider == "anthropic" and upstream_path == ANTHROPIC_BATCHES:

@@ -29,7 +29,7 @@ import orjson
 from aiohttp import web
 
 from turngate.adapters.azure_paths import AZURE_MOUNT
-from turngate.adapters.batches import GEMINI_UPLOAD
+from turngate.adapters.batches import GEMINI_UPLOAD, OPENAI_UPLOADS
 from turngate.errors import LocalError, TurngateError
 from turngate.policies.config import PolicyFile
 from turngate.policies.loading import load_serving_policy
@@ -46,6 +46,7 @@ from turngate.proxy.errors import error_response, plain_error
 from turngate.proxy.gemini_uploads import checked_gemini_upload
 from turngate.proxy.kept_uploads import KeptUploads
 from turngate.proxy.observe import install_telemetry
+from turngate.proxy.openai_uploads import checked_openai_upload
 from turngate.proxy.recovery import recovery_loop, unknown_at_start
 from turngate.proxy.retrieved_stream import retrieve_stream, streamed_handle
 from turngate.proxy.routes import ERROR_API, match, prefixes
@@ -128,7 +129,8 @@ def create_app(
             policies=resolved,
             adapters=adapters,
             telemetry=operations,
-            uploads=KeptUploads(settings.max_body_bytes),
+            kept_pieces=KeptUploads(settings.max_body_bytes),
+            kept_parts=KeptUploads(settings.max_body_bytes),
         )
         # Settles UNKNOWN attempts past their deadline, takes over stopped Redis replicas.
         recovering = asyncio.create_task(recovery_loop(app[SERVICES]), name="turngate-recovery")
@@ -287,6 +289,8 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
         if route.batch is not None:
             if GEMINI_UPLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0]):
                 return await checked_gemini_upload(request, route, services)
+            if OPENAI_UPLOADS.fullmatch(route.openai_path or ""):
+                return await checked_openai_upload(request, route, services)
             return await checked_batch(request, route, services, route.batch)
         handle = retrieved_handle(request, route)
         if handle is not None:

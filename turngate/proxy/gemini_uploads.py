@@ -43,7 +43,7 @@ async def checked_gemini_upload(
     offset = _offset(request)
     if "upload" not in command or offset is None:
         return await relay(request, route, services.session)
-    kept, key, final = services.uploads, route.upstream_path_qs, "finalize" in command
+    kept, key, final = services.kept_pieces, route.upstream_path_qs, "finalize" in command
     if offset == 0:
         kept.drop(key)  # the upload starts again
         head = await head_read(request, lambda read: b"\n" in read)

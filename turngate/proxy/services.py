@@ -52,8 +52,10 @@ class Services:
     # What this process remembers of the replies it committed (their calls, their threads'
     # tools), for the requests chained to them.
     replies: Replies = field(default_factory=Replies)
-    # The pieces of Gemini uploads kept until their file is whole (proxy/gemini_uploads.py).
-    uploads: KeptUploads = field(default_factory=lambda: KeptUploads(0))
+    # The pieces of Gemini uploads kept until their file is whole (proxy/gemini_uploads.py),
+    # and the parts of OpenAI's (proxy/openai_uploads.py).
+    kept_pieces: KeptUploads = field(default_factory=lambda: KeptUploads(0))
+    kept_parts: KeptUploads = field(default_factory=lambda: KeptUploads(0))
     # Set on the view of one request (``for_route``); app-wide it is None.
     route_policy: Policy | None = None
     # Store writes no answer waits for (shadow records); drained before the store closes.
