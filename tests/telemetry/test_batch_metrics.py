@@ -63,3 +63,19 @@ async def test_a_batch_too_large_to_check_is_counted_unchecked(
     found = {name: nonzero(series) for name, series in points(stack.capture.reader).items()}
     assert found["turngate.batch.unchecked"] == {labels(api="anthropic"): 1}
     assert not found.get("turngate.validator.rejections")
+
+
+async def test_a_gemini_batch_file_too_large_to_keep_is_counted_unchecked(
+    traced_stack: TracedStackFactory,
+) -> None:
+    stack = await traced_stack(max_body_bytes=64)
+    stack.upstream.reply(Reply(body=b"", headers={"X-Goog-Upload-Status": "active"}))
+    first_line = {
+        "key": "k",
+        "request": {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+    }
+    piece = {"X-Goog-Upload-Command": "upload", "X-Goog-Upload-Offset": "0"}
+    status, _answer = await stack.post("/gemini/upload/v1beta/files?upload_id=A", first_line, piece)
+    assert status == 200
+    found = {name: nonzero(series) for name, series in points(stack.capture.reader).items()}
+    assert found["turngate.batch.unchecked"] == {labels(api="gemini"): 1}
