@@ -1,7 +1,7 @@
 """A Gemini Files API upload: a batch input file is checked before the upload is finalized.
 
     start ("X-Goog-Upload-Command: start")          relayed; the answer's address points
-                                                    back here (proxy/uploads.py)
+                                                    back here (proxy/addresses.py)
     the bytes in one piece ("upload, finalize")     a batch input file: checked, then
                                                     relayed or refused
     the bytes in pieces ("upload" ... "upload, finalize")

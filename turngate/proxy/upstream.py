@@ -20,9 +20,14 @@ from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from turngate.errors import BadRequestBody, TurngateError, UpstreamUnavailable
+from turngate.proxy.addresses import (
+    ADDRESSED_BODY_LIMIT,
+    back_through,
+    names_results,
+    results_back_through,
+)
 from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT
-from turngate.proxy.routes import Prefix, RouteMatch
-from turngate.proxy.uploads import back_through
+from turngate.proxy.routes import RouteMatch
 
 HOP_BY_HOP = frozenset(
     {
@@ -180,7 +185,7 @@ async def relay(
             allow_redirects=False,
             proxy=route.prefix.proxy,
         ) as upstream:
-            return await _relay_response(request, upstream, route.prefix)
+            return await _relay_response(request, upstream, route)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         if body is not None and body.stalled:
             raise body.timeout_error() from exc
@@ -281,15 +286,24 @@ class IdleWatch:
 
 
 async def _relay_response(
-    request: web.Request, upstream: aiohttp.ClientResponse, prefix: Prefix
+    request: web.Request, upstream: aiohttp.ClientResponse, route: RouteMatch
 ) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     headers = inbound_headers(upstream.headers)
-    back_through(headers, prefix, f"{request.scheme}://{request.host}")
+    origin = f"{request.scheme}://{request.host}"
+    back_through(headers, route.prefix, origin)
     response.headers.extend(headers)
+    head = b""
+    if names_results(route):
+        head, whole = await _head_of(upstream, ADDRESSED_BODY_LIMIT)
+        if whole:
+            head = results_back_through(head, route.prefix, origin)
+            response.content_length = len(head)
     await response.prepare(request)
     watch = IdleWatch.take_over(upstream)
     try:
+        if head:
+            await response.write(head)
         async for chunk in upstream.content.iter_any():
             if watch is not None:
                 watch.waiting_since = RELAYING
@@ -306,6 +320,18 @@ async def _relay_response(
             watch.stop()
     await response.write_eof()
     return response
+
+
+async def _head_of(upstream: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """The answer's body up to ``limit`` bytes, and whether that is all of it."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in upstream.content.iter_any():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks), False
+    return b"".join(chunks), True
 
 
 def abort(request: web.Request) -> None:
