@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import AsyncIterator
+from itertools import pairwise
 from typing import Any
 
 import aiohttp
@@ -241,3 +242,82 @@ async def test_a_file_search_stores_upload_comes_back_through_turngate_unchecked
     assert stack.upstream.received[-1].body == VALID_FILE
     prefix = f"POST /gemini/upload/v1beta/{store}:uploadToFileSearchStore{session} "
     assert any(r.getMessage().startswith(prefix) for r in caplog.records)
+
+
+# -- adversarial: the file cut anywhere, pieces sent again or out of order ------------------
+
+
+async def post_piece(stack: Stack, piece: bytes, offset: int, *, final: bool) -> int:
+    command = "upload, finalize" if final else "upload"
+    headers = {"X-Goog-Upload-Command": command, "X-Goog-Upload-Offset": str(offset)}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(stack.base("/gemini" + SESSION), data=piece, headers=headers) as got,
+    ):
+        return got.status
+
+
+async def send_in_pieces(stack: Stack, data: bytes, cuts: list[int]) -> list[int]:
+    """Send ``data`` as the pieces between ``cuts``, each at its offset, the last one
+    finalizing, as google-genai does; the status of each answer."""
+    bounds = [0, *cuts, len(data)]
+    return [
+        await post_piece(stack, data[start:end], start, final=end == len(data))
+        for start, end in pairwise(bounds)
+    ]
+
+
+def finalized(stack: Stack) -> list[bytes]:
+    return [
+        r.body for r in stack.upstream.received if "finalize" in r.headers["X-Goog-Upload-Command"]
+    ]
+
+
+async def test_an_invalid_batch_file_cut_at_every_byte_is_never_finalized(stack: Stack):
+    stack.upstream.reply(FINAL)
+    data = jsonl(line("fine", VALID_GEMINI), line("bad", ORPHAN))
+    for cut in range(1, len(data)):
+        stack.upstream.received.clear()
+        assert await send_in_pieces(stack, data, [cut]) == [200, 400], cut
+        assert finalized(stack) == [], cut
+        assert b"".join(r.body for r in stack.upstream.received) == data[:cut]
+
+
+async def test_a_valid_batch_file_cut_at_every_byte_arrives_whole(stack: Stack):
+    stack.upstream.reply(FINAL)
+    for cut in range(1, len(VALID_FILE)):
+        stack.upstream.received.clear()
+        assert await send_in_pieces(stack, VALID_FILE, [cut]) == [200, 200], cut
+        assert b"".join(r.body for r in stack.upstream.received) == VALID_FILE
+
+
+async def test_a_piece_sent_again_is_kept_once(stack: Stack):
+    # A client that lost the answer to a piece sends it again.
+    stack.upstream.reply(FINAL)
+    data = jsonl(line("fine", VALID_GEMINI), line("bad", ORPHAN))
+    cuts = [len(data) // 3, 2 * len(data) // 3]
+    pieces = [(0, cuts[0]), (0, cuts[0]), (cuts[0], cuts[1]), (cuts[0], cuts[1])]
+    for start, end in pieces:
+        assert await post_piece(stack, data[start:end], start, final=False) == 200
+    assert await post_piece(stack, data[cuts[1] :], cuts[1], final=True) == 400
+    assert finalized(stack) == []
+
+
+async def test_a_file_starting_with_blank_lines_is_checked_too(stack: Stack):
+    stack.upstream.reply(FINAL)
+    data = b"\n\n" + jsonl(line("fine", VALID_GEMINI), line("bad", ORPHAN))
+    assert await send_in_pieces(stack, data, [1, 5]) == [200, 200, 400]
+    assert finalized(stack) == []
+
+
+async def test_pieces_out_of_order_are_relayed_unchecked_and_counted(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+):
+    stack.upstream.reply(FINAL)
+    data = jsonl(line("fine", VALID_GEMINI), line("bad", ORPHAN))
+    cut = len(data) // 2
+    assert await post_piece(stack, data[:cut], 0, final=False) == 200
+    # The last piece claims an offset the kept bytes do not reach.
+    with caplog.at_level("WARNING", logger="turngate.proxy"):
+        assert await post_piece(stack, data[cut + 1 :], cut + 1, final=True) == 200
+    assert "a piece of the file came out of order" in caplog.text

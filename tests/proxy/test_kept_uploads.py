@@ -51,3 +51,13 @@ def test_empty_uploads_are_bounded_in_number():
     for number in range(MAX_UPLOADS):
         assert kept.add(f"upload_{number}", b"") == []
     assert kept.add("one more", b"") == ["upload_0"]
+
+
+def test_a_piece_sent_again_cuts_what_followed_its_offset():
+    kept = KeptUploads(limit=10)
+    kept.add("a", b"0123456789")
+    kept.cut("a", 4)
+    assert kept.received("a") == 4
+    assert kept.add("b", b"xxxxxx") == []  # the room the cut freed
+    kept.cut("a", 8)  # past its end: nothing to cut
+    assert kept.take("a") == b"0123"

@@ -160,3 +160,22 @@ async def test_parts_outgrowing_the_body_limit_are_completed_unchecked(
         await client.close()
     assert done.status == "completed"
     assert "a batch is relayed without checking its requests" in caplog.text
+
+
+async def test_an_invalid_batch_file_cut_at_every_byte_is_never_completed(stack: Stack):
+    client = openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"))
+    try:
+        for cut in range(1, len(INVALID_FILE)):
+            stack.upstream.received.clear()
+            # No answer for the completion: it must not be sent.
+            stack.upstream.replies(Reply.json(UPLOAD), part(1), part(2))
+            await client.uploads.create(
+                bytes=len(INVALID_FILE), filename="b.jsonl", mime_type="text/jsonl", purpose="batch"
+            )
+            await client.uploads.parts.create("upload_1", data=INVALID_FILE[:cut])
+            await client.uploads.parts.create("upload_1", data=INVALID_FILE[cut:])
+            with pytest.raises(openai.BadRequestError, match=r"line 2 \('bad'\)"):
+                await client.uploads.complete("upload_1", part_ids=["part_1", "part_2"])
+            assert steps(stack)[-1] == "/v1/uploads/upload_1/parts", cut
+    finally:
+        await client.close()

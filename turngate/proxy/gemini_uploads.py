@@ -5,7 +5,7 @@
     the bytes in one piece ("upload, finalize")     a batch input file: checked, then
                                                     relayed or refused
     the bytes in pieces ("upload" ... "upload, finalize")
-        a first piece that starts a batch file      kept, and relayed
+        a first piece that may start a batch file   kept, and relayed
         each next piece of a kept upload            kept, and relayed
         the last piece                              the whole file checked: relayed, or
                                                     refused and never sent
@@ -47,15 +47,17 @@ async def checked_gemini_upload(
     if offset == 0:
         kept.drop(key)  # the upload starts again
         head = await head_read(request, lambda read: b"\n" in read)
-        if not (final or _starts_a_batch_file(head)):
+        if not (final or _may_start_a_batch_file(head)):
             return await relay(request, route, services.session, head=head)
-    elif kept.received(key) != offset:
+    elif not kept.holds(key) or offset > kept.received(key):
         # A later piece of a file that is no batch input file; or of one whose pieces were
-        # dropped (counted then), or came out of order.
+        # dropped (counted then), or one after a gap.
         if kept.drop(key):
             unchecked(request, "gemini", "a piece of the file came out of order")
         return await relay(request, route, services.session)
     else:
+        # A piece sent again (its answer lost) replaces what was kept from its offset on.
+        kept.cut(key, offset)
         head = b""
     room = services.settings.max_body_bytes - offset
     declared = request.content_length
@@ -90,8 +92,16 @@ def _offset(request: web.Request) -> int | None:
     return int(said) if said.isdigit() and said.isascii() else None
 
 
+def _may_start_a_batch_file(head: bytes) -> bool:
+    """Whether the file that starts with ``head`` may be a Gemini batch input file: nothing
+    but white space yet, or a JSON object first (a piece may end anywhere, even one byte in,
+    so what the first line holds cannot be waited for)."""
+    start = head.lstrip()
+    return not start or start.startswith(b"{")
+
+
 def _starts_a_batch_file(head: bytes) -> bool:
     """Whether the file that starts with ``head`` looks like a Gemini batch input file: its
     first line is a batch request, or the start of one."""
-    first = head.partition(b"\n")[0]
+    first = head.lstrip().partition(b"\n")[0]
     return bool(gemini_file(first)) or (first.lstrip().startswith(b"{") and b'"request"' in first)

@@ -39,6 +39,13 @@ class KeptUploads:
             dropped.append(oldest)
         return dropped
 
+    def cut(self, key: str, size: int) -> None:
+        """Keep only the first ``size`` bytes of ``key``."""
+        kept = self._kept.get(key)
+        if kept is not None and size < len(kept):
+            self._size -= len(kept) - size
+            del kept[size:]
+
     def take(self, key: str) -> bytes:
         """The bytes kept of ``key``, no longer kept."""
         kept = self._kept.pop(key, bytearray())
