@@ -79,3 +79,21 @@ async def test_a_gemini_batch_file_too_large_to_keep_is_counted_unchecked(
     assert status == 200
     found = {name: nonzero(series) for name, series in points(stack.capture.reader).items()}
     assert found["turngate.batch.unchecked"] == {labels(api="gemini"): 1}
+
+
+async def test_a_batch_result_withheld_for_its_tool_call_is_counted(
+    traced_stack: TracedStackFactory,
+) -> None:
+    stack = await traced_stack()
+    stack.upstream.reply(Reply.json({"id": "msgbatch_1", "type": "message_batch"}))
+    status, _answer = await stack.post(BATCHES, batch(body(user("weather?"))), HEADERS)
+    assert status == 200
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": 7}}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m"}
+    message |= {"content": [call], "stop_reason": "tool_use", "usage": {}}
+    result = {"custom_id": "r0", "result": {"type": "succeeded", "message": message}}
+    stack.upstream.reply(Reply(body=orjson.dumps(result) + b"\n", content_type="text/plain"))
+    status, text = await stack.get(f"{BATCHES}/msgbatch_1/results", HEADERS)
+    assert (status, orjson.loads(text)["result"]["type"]) == (200, "errored")
+    found = {name: nonzero(series) for name, series in points(stack.capture.reader).items()}
+    assert found["turngate.batch.results_withheld"] == {labels(api="anthropic"): 1}

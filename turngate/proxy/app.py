@@ -38,6 +38,7 @@ from turngate.policies.report import report_json
 from turngate.policies.tokens import load_encodings
 from turngate.proxy import conversation
 from turngate.proxy.background import retrieve, retrieved_handle
+from turngate.proxy.batch_results import checked_results, results_of
 from turngate.proxy.batches import checked_batch
 from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
@@ -292,6 +293,12 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
             if OPENAI_UPLOADS.fullmatch(route.openai_path or ""):
                 return await checked_openai_upload(request, route, services)
             return await checked_batch(request, route, services, route.batch)
+        batch = results_of(route, request.method)
+        if batch is not None:
+            toolsets = services.batch_toolsets.get(batch)
+            if toolsets is not None:
+                return await checked_results(request, route, services.session, toolsets)
+            log.info("the results of %s are relayed unchecked: not created here", batch)
         handle = retrieved_handle(request, route)
         if handle is not None:
             return await retrieve(request, route, services, handle)

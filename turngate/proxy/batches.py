@@ -31,6 +31,7 @@ from turngate.errors import (
     TurngateError,
 )
 from turngate.graph.model import ApiName
+from turngate.graph.schema_check import ToolSchemas
 from turngate.policies import trust
 from turngate.policies.modes import decide
 from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, decode_json, read_body
@@ -40,7 +41,8 @@ from turngate.proxy.observe import DispatchObserver, observe_dispatch, quiet_tel
 from turngate.proxy.policy import pinned_adapter, requested_model
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
-from turngate.proxy.upstream import relay, stalled
+from turngate.proxy.turn_check import call_schemas
+from turngate.proxy.upstream import answer_object, exchange, relay, stalled
 from turngate.telemetry.prometheus import TELEMETRY
 
 log = logging.getLogger("turngate.proxy")
@@ -145,12 +147,13 @@ async def judged_batch(
 ) -> web.StreamResponse:
     refused: list[BatchRefusal] = []
     shadowed: list[BatchRefusal] = []
+    toolsets: dict[str, ToolSchemas] = {}
     for index, entry in enumerate(entries):
         if index % YIELD_EVERY == YIELD_EVERY - 1:
             # A large batch takes a while to check: other requests go on meanwhile.
             await asyncio.sleep(0)
         try:
-            error, enforced = judged(services, entry)
+            error, enforced, tools = judged(services, entry)
         except Exception:
             # A bug, not the client's doing: the API's own 500, and nothing sent.
             log.exception("internal error checking %s of a batch", entry.location)
@@ -159,6 +162,8 @@ async def judged_batch(
         if error is not None:
             refusal = BatchRefusal(entry.location, entry.name, error)
             (refused if enforced else shadowed).append(refusal)
+        elif tools is not None and entry.name is not None:
+            toolsets[entry.name] = tools
     if refused:
         observer.judged_batch([rules_of(refusal.error) for refusal in refused], enforced=True)
         rejected = BatchRejected(refused, len(entries))
@@ -173,7 +178,14 @@ async def judged_batch(
             len(entries),
             ", ".join(dict.fromkeys(refusal.error.rule for refusal in shadowed)),
         )
-    return await relay(request, route, services.session, read=raw)
+    if observer.api != "anthropic" or not toolsets:
+        return await relay(request, route, services.session, read=raw)
+    # A message batch: its id, from the answer, keys its requests' tools for its results.
+    response = await exchange(request, route, services.session, raw)
+    created = answer_object(response).get("id")
+    if isinstance(created, str):
+        services.batch_toolsets.keep(created, toolsets)
+    return response
 
 
 def unchecked(request: web.Request, api: ApiName, why: str) -> None:
@@ -182,10 +194,13 @@ def unchecked(request: web.Request, api: ApiName, why: str) -> None:
     telemetry.metrics.batch_unchecked(api)
 
 
-def judged(services: Services, entry: BatchEntry) -> tuple[TurngateError | None, bool]:
-    """What refuses ``entry`` (None when nothing does), and whether its route policy enforces
-    that refusal. A request that cannot be parsed is refused whatever the mode, as a chat
-    request is."""
+def judged(
+    services: Services, entry: BatchEntry
+) -> tuple[TurngateError | None, bool, ToolSchemas | None]:
+    """What refuses ``entry`` (None when nothing does), whether its route policy enforces
+    that refusal, and what its answer's calls are to be checked against (None: not
+    checked, as a shadowed request's answer is not). A request that cannot be parsed is
+    refused whatever the mode, as a chat request is."""
     api, info = entry.api, entry.info
     policy = services.policy_for(api, requested_model(entry.body, info))
     adapter = pinned_adapter(services, api, policy).adapter()
@@ -197,12 +212,13 @@ def judged(services: Services, entry: BatchEntry) -> tuple[TurngateError | None,
             policy.role_forgery,
         )
     except TurngateError as exc:
-        return exc, True
+        return exc, True, None
+    enforced = decide(policy.mode, seq).enforced
     try:
         refuse_invalid(verdict)
     except TurngateError as exc:
-        return exc, decide(policy.mode, seq).enforced
-    return None, True
+        return exc, enforced, None
+    return None, True, call_schemas(seq, services.schemas) if enforced else None
 
 
 def rules_of(error: TurngateError) -> list[str]:

@@ -29,7 +29,7 @@ from turngate.proxy.body import read_body
 from turngate.proxy.observe import observe_dispatch
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
-from turngate.proxy.upstream import inbound_headers, outbound_headers, relay
+from turngate.proxy.upstream import answer_object, exchange, relay
 
 DROPPED = "its parts no longer fit in --max-body-bytes, or one was not seen"
 
@@ -61,8 +61,8 @@ async def _started(
     raw = await read_body(request, services.settings.max_body_bytes, only_json=False)
     if _json(raw).get("purpose") != "batch":
         return await relay(request, route, services.session, read=raw)
-    response = await _sent(request, route, services, raw)
-    upload = _json(response.body).get("id") if response.status == 200 else None
+    response = await exchange(request, route, services.session, raw)
+    upload = answer_object(response).get("id")
     if isinstance(upload, str):
         _keep(request, services, _key(upload), b"")
     return response
@@ -80,8 +80,8 @@ async def _part(
     raw = await read_body(request, kept.limit, only_json=False)
     parts = form_parts(request.headers.get("Content-Type", ""), raw) or []
     data = next((part.content for part in parts if part.name == "data"), None)
-    response = await _sent(request, route, services, raw)
-    part = _json(response.body).get("id") if response.status == 200 else None
+    response = await exchange(request, route, services.session, raw)
+    part = answer_object(response).get("id")
     if data is None or not isinstance(part, str):
         if response.status == 200:
             _forget(services, upload)
@@ -111,25 +111,6 @@ async def _completed(
             return await judged_batch(request, route, services, observer, raw=raw, entries=entries)
         finally:
             observer.log()
-
-
-async def _sent(
-    request: web.Request, route: RouteMatch, services: Services, raw: bytes
-) -> web.Response:
-    """``raw`` sent up as the client's request; the answer read whole (a small JSON
-    object: the upload, or the part)."""
-    async with services.session.request(
-        request.method,
-        route.upstream_url,
-        headers=outbound_headers(request.headers, keep_length=False),
-        data=raw,
-        allow_redirects=False,
-        proxy=route.prefix.proxy,
-    ) as upstream:
-        body = await upstream.read()
-        status, reason = upstream.status, upstream.reason
-        headers = inbound_headers(upstream.headers)
-    return web.Response(status=status, reason=reason, body=body, headers=headers)
 
 
 def _keep(request: web.Request, services: Services, key: str, data: bytes) -> None:

@@ -23,6 +23,7 @@ from turngate.graph.model import ApiName
 from turngate.policies.config import BUILTIN_POLICY, Policy, PolicyFile
 from turngate.policies.pins import AdapterRegistry
 from turngate.policies.tokens import TokenCache
+from turngate.proxy.batch_results import BatchToolsets
 from turngate.proxy.kept_uploads import KeptUploads
 from turngate.proxy.observe import OperationTelemetry, quiet_operations
 from turngate.proxy.replies import Replies
@@ -56,6 +57,8 @@ class Services:
     # and the parts of OpenAI's (proxy/openai_uploads.py).
     kept_pieces: KeptUploads = field(default_factory=lambda: KeptUploads(0))
     kept_parts: KeptUploads = field(default_factory=lambda: KeptUploads(0))
+    # The tools each request of a message batch declared, for its results.
+    batch_toolsets: BatchToolsets = field(default_factory=BatchToolsets)
     # Set on the view of one request (``for_route``); app-wide it is None.
     route_policy: Policy | None = None
     # Store writes no answer waits for (shadow records); drained before the store closes.

@@ -13,8 +13,10 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import payload, web
 from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -190,6 +192,42 @@ async def relay(
         if body is not None and body.stalled:
             raise body.timeout_error() from exc
         raise
+
+
+async def exchange(
+    request: web.Request, route: RouteMatch, session: aiohttp.ClientSession, raw: bytes
+) -> web.Response:
+    """``raw`` sent up as the client's request, and the answer read whole (a small JSON
+    object: an upload, a part, a batch), its addresses pointed back through turngate as a
+    relayed answer's are."""
+    async with session.request(
+        request.method,
+        route.upstream_url,
+        headers=outbound_headers(request.headers, keep_length=False),
+        data=raw,
+        allow_redirects=False,
+        proxy=route.prefix.proxy,
+    ) as upstream:
+        body = await upstream.read()
+        status, reason = upstream.status, upstream.reason
+        headers = inbound_headers(upstream.headers)
+    origin = f"{request.scheme}://{request.host}"
+    back_through(headers, route.prefix, origin)
+    if names_results(route):
+        body = results_back_through(body, route.prefix, origin)
+    return web.Response(status=status, reason=reason, body=body, headers=headers)
+
+
+def answer_object(response: web.Response) -> dict[str, Any]:
+    """The JSON object an ``exchange`` answered with when it succeeded; else empty."""
+    body = response.body
+    if response.status != 200 or not isinstance(body, bytes):
+        return {}
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 class _IdleBody:

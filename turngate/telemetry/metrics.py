@@ -16,6 +16,8 @@ thing the proxy observes. The same instruments feed OTLP and ``GET /metrics``.
     turngate.stream.duplicate_deltas            counter           api
     turngate.cas.conflicts                      counter           api, stage
     turngate.tool_calls.partial_dispatches      counter           api  (must stay 0)
+    turngate.batch.unchecked                    counter           api
+    turngate.batch.results_withheld             counter           api
     turngate.request.duration                   histogram         route, api, status, seconds
     turngate.stream.time_to_first_byte          histogram         api, seconds
     turngate.upstream.errors                    counter           api, status
@@ -150,6 +152,12 @@ class DispatchMetrics:
             description="Batches sent without checking their requests: too large to read "
             "whole (--max-body-bytes, or JSON containers beyond the limit)",
         )
+        self._results_withheld = counter(
+            "turngate.batch.results_withheld",
+            unit="{result}",
+            description="Results of a message batch answered as errored: a tool call broke "
+            "its request's tools",
+        )
         self._upstream_errors = counter(
             "turngate.upstream.errors",
             unit="{error}",
@@ -198,6 +206,7 @@ class DispatchMetrics:
             self._partial,
             self._unjudged,
             self._batch_unchecked,
+            self._results_withheld,
         ):
             for api in APIS:
                 instrument.add(0, self._by_api[api])
@@ -290,6 +299,9 @@ class DispatchMetrics:
 
     def batch_unchecked(self, api: str) -> None:
         self._batch_unchecked.add(1, self._labels(api))
+
+    def results_withheld(self, api: str, count: int) -> None:
+        self._results_withheld.add(count, self._labels(api))
 
     # -- requests ------------------------------------------------------------------------
 
