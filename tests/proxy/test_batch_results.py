@@ -16,18 +16,25 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import openai
 import orjson
 import pytest
 
 from tests.adapters.anthropic_builders import body, tool_use, user
+from tests.graph.chat_builders import body as chat_body
+from tests.graph.chat_builders import user as chat_user
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import claude_answer
 from tests.proxy.sdk_support import MODES, call
-from tests.proxy.stack import ANTHROPIC_KEY, Stack
+from tests.proxy.stack import ANTHROPIC_KEY, OPENAI_KEY, Stack
 from tests.proxy.test_batches import MESSAGE_BATCH
+from tests.proxy.test_openai_batch_files import FILE as OPENAI_FILE
+from tests.proxy.test_openai_batch_files import jsonl as openai_jsonl
+from tests.proxy.test_openai_batch_files import line as openai_line
 from turngate.adapters import get_adapter
-from turngate.proxy.batch_results import ResultLines
+from turngate.graph.schema_check import ToolSchemas
+from turngate.proxy.batch_results import BatchToolsets, ResultLines
 from turngate.proxy.tool_calls import SchemaCache
 from turngate.proxy.turn_check import call_schemas
 
@@ -179,13 +186,155 @@ async def test_the_results_of_a_batch_turngate_did_not_create_are_relayed_as_the
 
 def test_results_cut_at_every_byte_come_out_as_when_whole():
     seq = get_adapter("anthropic").parse_request(ASK)
-    toolsets = {name: call_schemas(seq, SchemaCache()) for name in ("one", "two", "three")}
+    tools = call_schemas(seq, SchemaCache())
+    expected = dict.fromkeys(("one", "two", "three"), ("anthropic", tools))
     data = results_file()
-    whole = ResultLines(toolsets)
-    expected = whole.feed(data) + whole.finish()
-    assert b"invalid_tool_call" in expected
+    whole = ResultLines("anthropic", expected)
+    once = whole.feed(data) + whole.finish()
+    assert b"invalid_tool_call" in once
     for cut in range(1, len(data)):
-        lines = ResultLines(toolsets)
+        lines = ResultLines("anthropic", expected)
         got = lines.feed(data[:cut]) + lines.feed(data[cut:]) + lines.finish()
-        assert got == expected, cut
-        assert lines.withheld == ["two"]
+        assert got == once, cut
+        assert lines.withheld == [("two", "anthropic")]
+
+
+# -- OpenAI's Batch API: the output file ----------------------------------------------------
+
+INPUT_FILE = {**OPENAI_FILE, "id": "file-in"}
+OPENAI_BATCH = {
+    "id": "batch_1",
+    "object": "batch",
+    "endpoint": "/v1/chat/completions",
+    "completion_window": "24h",
+    "created_at": 0,
+    "input_file_id": "file-in",
+    "status": "validating",
+}
+DONE = {**OPENAI_BATCH, "status": "completed", "output_file_id": "file-out"}
+ASK_CHAT = chat_body(chat_user("weather in Paris?"))
+
+
+def chat_answer(custom_id: str, arguments: str) -> dict[str, Any]:
+    call = {"id": "call_1", "type": "function"}
+    call["function"] = {"name": "get_weather", "arguments": arguments}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    completion = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0}
+    completion |= {"model": "gpt-4o", "choices": [{"index": 0, "message": message}]}
+    completion["choices"][0]["finish_reason"] = "tool_calls"
+    response = {"status_code": 200, "request_id": "req_1", "body": completion}
+    return {"id": f"batch_req_{custom_id}", "custom_id": custom_id, "response": response}
+
+
+OUTPUT = [chat_answer("one", '{"city": "Paris"}'), chat_answer("two", '{"city": 7}')]
+
+
+@pytest.fixture(params=MODES)
+async def chatgpt(request: pytest.FixtureRequest, stack: Stack) -> AsyncIterator[Any]:
+    cls = openai.OpenAI if request.param == "sync" else openai.AsyncOpenAI
+    client = cls(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0)
+    client.mode = request.param  # type: ignore[attr-defined]
+    yield client
+    await call(request.param, client.close)
+
+
+async def run_batch(client: Any, stack: Stack, *, create: bool = True) -> list[dict[str, Any]]:
+    """Upload the input file and create the batch (when ``create``), retrieve it once it
+    is done, and read its output file: each line, as the application reads it."""
+    output = b"".join(orjson.dumps(line) + b"\n" for line in OUTPUT)
+    replies = [Reply.json(INPUT_FILE), Reply.json(OPENAI_BATCH)] if create else []
+    stack.upstream.replies(
+        *replies, Reply.json(DONE), Reply(body=output, content_type="text/plain")
+    )
+    if create:
+        data = openai_jsonl(openai_line("one", ASK_CHAT), openai_line("two", ASK_CHAT))
+        await call(client.mode, client.files.create, file=("in.jsonl", data), purpose="batch")
+        await call(
+            client.mode,
+            client.batches.create,
+            input_file_id="file-in",
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+    done = await call(client.mode, client.batches.retrieve, "batch_1")
+    content = await call(client.mode, client.files.content, done.output_file_id)
+    return [orjson.loads(line) for line in content.content.splitlines()]
+
+
+async def test_an_output_line_whose_call_breaks_its_tools_schema_comes_back_failed(
+    chatgpt: Any, stack: Stack
+):
+    one, two = await run_batch(chatgpt, stack)
+    assert one == OUTPUT[0]
+    assert (two["custom_id"], two["response"]) == ("two", None)
+    assert two["error"]["code"] == "invalid_tool_call"
+    assert "call_1" in two["error"]["message"]
+    assert stack.upstream.received[-1].path_qs == "/v1/files/file-out/content"
+
+
+async def test_the_output_of_a_batch_turngate_did_not_see_created_is_relayed_as_it_is(
+    chatgpt: Any, stack: Stack
+):
+    assert await run_batch(chatgpt, stack, create=False) == OUTPUT
+
+
+async def test_the_output_of_a_batch_whose_file_came_in_parts_is_checked_too(stack: Stack):
+    client = openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"))
+    upload = {"id": "upload_1", "object": "upload", "bytes": 1, "created_at": 0}
+    upload |= {"expires_at": 1, "filename": "in.jsonl", "purpose": "batch", "status": "pending"}
+    part = {"id": "part_1", "object": "upload.part", "created_at": 0, "upload_id": "upload_1"}
+    completed = {**upload, "status": "completed", "file": INPUT_FILE}
+    stack.upstream.replies(Reply.json(upload), Reply.json(part), Reply.json(completed))
+    data = openai_jsonl(openai_line("one", ASK_CHAT), openai_line("two", ASK_CHAT))
+    try:
+        await client.uploads.upload_file_chunked(
+            file=data, filename="in.jsonl", bytes=len(data), mime_type="text/jsonl", purpose="batch"
+        )
+        client.mode = "async"  # type: ignore[attr-defined]
+        _one, two = await run_batch(client, stack, create=False)
+    finally:
+        await client.close()
+    assert two["error"]["code"] == "invalid_tool_call"
+
+
+def test_a_responses_output_line_is_checked_by_its_own_api():
+    tool = {"type": "function", "name": "get_weather", "parameters": ASK_CHAT["tools"][0]}
+    tool["parameters"] = ASK_CHAT["tools"][0]["function"]["parameters"]
+    request = {"model": "gpt-4o", "input": "weather in Paris?", "tools": [tool]}
+    seq = get_adapter("openai_responses").parse_request(request)
+    expected = {"r": ("openai_responses", call_schemas(seq, SchemaCache()))}
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_9", "name": "get_weather"}
+    item |= {"arguments": '{"city": 7}', "status": "completed"}
+    body = {"id": "resp_1", "object": "response", "status": "completed", "output": [item]}
+    line = {"id": "batch_req_1", "custom_id": "r", "response": {"status_code": 200, "body": body}}
+    lines = ResultLines("openai", expected)
+    out = orjson.loads(lines.feed(orjson.dumps(line) + b"\n"))
+    assert out["response"] is None
+    assert "call_9" in out["error"]["message"]
+    assert lines.withheld == [("r", "openai_responses")]
+
+
+def test_the_tools_kept_are_bounded_by_batches_and_by_requests():
+    tools: ToolSchemas = {}
+    kept = BatchToolsets(remembered=2, requests=5)
+    kept.keep("a", {"1": ("anthropic", tools)})
+    kept.keep("b", {"1": ("anthropic", tools)})
+    kept.keep("c", {"1": ("anthropic", tools)})
+    assert (kept.get("a"), kept.get("b") is not None) == (None, True)
+    kept.keep("big", {str(n): ("anthropic", tools) for n in range(5)})
+    assert kept.get("b") is None
+    assert kept.get("c") is None
+    kept.keep("huge", {str(n): ("anthropic", tools) for n in range(9)})
+    assert kept.get("big") is None
+    assert kept.get("huge") is not None  # the newest, whatever its size
+
+
+def test_an_output_file_is_tied_only_to_an_input_file_kept():
+    tools: ToolSchemas = {}
+    kept = BatchToolsets()
+    kept.keep("file-in", {"one": ("openai_chat", tools)})
+    kept.learn({"input_file_id": "file-in", "output_file_id": "file-out"})
+    kept.learn({"input_file_id": "file-other", "output_file_id": "file-x"})
+    kept.learn({"input_file_id": "file-in", "output_file_id": None})
+    assert kept.get("file-out") == kept.get("file-in")
+    assert kept.get("file-x") is None

@@ -38,7 +38,12 @@ from turngate.policies.report import report_json
 from turngate.policies.tokens import load_encodings
 from turngate.proxy import conversation
 from turngate.proxy.background import retrieve, retrieved_handle
-from turngate.proxy.batch_results import checked_results, results_of
+from turngate.proxy.batch_results import (
+    checked_results,
+    learned_batches,
+    names_batches,
+    results_of,
+)
 from turngate.proxy.batches import checked_batch
 from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
@@ -293,12 +298,16 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
             if OPENAI_UPLOADS.fullmatch(route.openai_path or ""):
                 return await checked_openai_upload(request, route, services)
             return await checked_batch(request, route, services, route.batch)
-        batch = results_of(route, request.method)
-        if batch is not None:
-            toolsets = services.batch_toolsets.get(batch)
-            if toolsets is not None:
-                return await checked_results(request, route, services.session, toolsets)
-            log.info("the results of %s are relayed unchecked: not created here", batch)
+        results = results_of(route, request.method)
+        if results is not None:
+            expected = services.batch_toolsets.get(results[1])
+            if expected is not None:
+                form = results[0]
+                return await checked_results(request, route, services.session, form, expected)
+            if results[0] == "anthropic":
+                log.info("the results of %s are relayed unchecked: not created here", results[1])
+        if names_batches(route):
+            return await learned_batches(request, route, services.session, services.batch_toolsets)
         handle = retrieved_handle(request, route)
         if handle is not None:
             return await retrieve(request, route, services, handle)

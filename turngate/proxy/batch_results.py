@@ -1,25 +1,34 @@
-"""A message batch's results: each answer's tool calls checked, as a non-streamed answer's
-are, before the application reads them.
+"""A batch's results: each answer's tool calls checked, as a non-streamed answer's are,
+before the application reads them.
 
-    POST /v1/messages/batches            every request checked (proxy/batches.py); the
-                                         tools each one declares kept by the batch's id
-    GET  /v1/messages/batches/{id}/results
-        a result that succeeded           its calls checked against its request's tools:
-                                          kept, or answered as an errored result naming
-                                          the call and the rule (``invalid_tool_call``)
-        any other line                    relayed as the provider wrote it
+    anthropic  POST /v1/messages/batches         every request checked (proxy/batches.py);
+                                                 the tools each one declares kept by the
+                                                 batch's id
+               GET  /v1/messages/batches/{id}/results      its results, checked
+    openai     POST /v1/files (purpose "batch"), or an Uploads API completion
+                                                 every line checked; the tools kept by the
+                                                 input file's id
+               POST /v1/batches, GET /v1/batches[/{id}]    read whole: each batch's output
+                                                 file is tied to its input file
+               GET  /v1/files/{output file}/content        its results, checked
+
+    a result that succeeded     its calls checked against its request's tools: kept, or
+                                answered as the API's failed result naming the call and
+                                the rule (``invalid_tool_call``)
+    any other line              relayed as the provider wrote it
 
 A batch's answers are read hours after it was sent, and an agent platform runs their tool
 calls as it would a chat answer's: a call whose input breaks its tool's schema must not be
-run. The tools are kept in this process (the last ``REMEMBERED`` batches): the results of
-a batch it did not create, or created before a restart, are relayed unchecked and logged.
+run. The tools are kept in this process (the last ``REMEMBERED`` batches): the results of a
+batch it did not see created, or created before a restart, are relayed unchecked.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import orjson
@@ -28,55 +37,100 @@ from aiohttp import web
 from turngate.adapters import get_adapter
 from turngate.adapters.batches import ANTHROPIC_BATCHES
 from turngate.errors import TurngateError
+from turngate.graph.model import ApiName
 from turngate.graph.schema_check import ToolSchemas
 from turngate.proxy.errors import name_the_rule
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.turn_check import check_turn
-from turngate.proxy.upstream import abort, inbound_headers, outbound_headers
+from turngate.proxy.upstream import (
+    abort,
+    answer_object,
+    exchange,
+    inbound_headers,
+    outbound_headers,
+)
 from turngate.telemetry.prometheus import TELEMETRY
 
 log = logging.getLogger("turngate.proxy")
-# Batches whose requests' tools are kept; the least recently created forgotten first.
+# Batches whose requests' tools are kept, and their requests in all (a few hundred bytes
+# each); the least recently created forgotten first.
 REMEMBERED = 64
+REMEMBERED_REQUESTS = 100_000
+# What a request's answer is checked against: its API, and the tools it declared.
+Expected = tuple[ApiName, ToolSchemas]
+Form = Literal["anthropic", "openai"]
+OPENAI_BATCH_OBJECTS = re.compile(r"/v1/batches(?:/[^/]+(?:/cancel)?)?")
+OPENAI_FILE_CONTENT = re.compile(r"/v1/files/(?P<file>[^/]+)/content")
 
 
 class BatchToolsets:
-    """The tools each request of a batch declared (by its ``custom_id``), by batch id."""
+    """By batch (Anthropic: the batch's id; OpenAI: its input file's and then its output
+    file's), what each request's answer is checked against, by the request's name."""
 
-    def __init__(self, remembered: int = REMEMBERED) -> None:
+    def __init__(self, remembered: int = REMEMBERED, requests: int = REMEMBERED_REQUESTS) -> None:
         self.remembered = remembered
-        self._batches: OrderedDict[str, dict[str, ToolSchemas]] = OrderedDict()
+        self.requests = requests
+        self._batches: OrderedDict[str, dict[str, Expected]] = OrderedDict()
+        self._kept = 0
+        # An OpenAI batch's output file -> its input file.
+        self._outputs: OrderedDict[str, str] = OrderedDict()
 
-    def keep(self, batch: str, toolsets: dict[str, ToolSchemas]) -> None:
-        self._batches[batch] = toolsets
-        self._batches.move_to_end(batch)
-        while len(self._batches) > self.remembered:
-            self._batches.popitem(last=False)
+    def keep(self, key: str, expected: dict[str, Expected]) -> None:
+        self._kept -= len(self._batches.pop(key, {}))
+        self._batches[key] = expected
+        self._kept += len(expected)
+        # The newest batch is kept whatever its size (the body limit bounds it).
+        while len(self._batches) > 1 and (
+            len(self._batches) > self.remembered or self._kept > self.requests
+        ):
+            _oldest, forgotten = self._batches.popitem(last=False)
+            self._kept -= len(forgotten)
 
-    def get(self, batch: str) -> dict[str, ToolSchemas] | None:
-        return self._batches.get(batch)
+    def get(self, key: str) -> dict[str, Expected] | None:
+        return self._batches.get(key) or self._batches.get(self._outputs.get(key, ""))
+
+    def learn(self, batch: Any) -> None:
+        """Tie an OpenAI batch object's output file to its input file's requests."""
+        if not isinstance(batch, dict):
+            return
+        output, source = batch.get("output_file_id"), batch.get("input_file_id")
+        if isinstance(output, str) and isinstance(source, str) and source in self._batches:
+            self._outputs[output] = source
+            self._outputs.move_to_end(output)
+            while len(self._outputs) > self.remembered:
+                self._outputs.popitem(last=False)
 
 
-def results_of(route: RouteMatch, method: str) -> str | None:
-    """The batch whose results ``route`` reads, or None."""
-    if route.provider != "anthropic" or method != "GET":
+def results_of(route: RouteMatch, method: str) -> tuple[Form, str] | None:
+    """The results ``route`` reads (their form, and the batch or file they are of)."""
+    if method != "GET":
         return None
-    path = route.upstream_path_qs.split("?", 1)[0]
-    head, _, batch = path.removesuffix("/results").rpartition("/")
-    if not path.endswith("/results") or head != ANTHROPIC_BATCHES or not batch:
+    if route.provider == "anthropic":
+        path = route.upstream_path_qs.split("?", 1)[0]
+        head, _, batch = path.removesuffix("/results").rpartition("/")
+        if path.endswith("/results") and head == ANTHROPIC_BATCHES and batch:
+            return "anthropic", batch
         return None
-    return batch
+    found = OPENAI_FILE_CONTENT.fullmatch(route.openai_path or "")
+    return ("openai", found["file"]) if found is not None else None
+
+
+def names_batches(route: RouteMatch) -> bool:
+    """Whether ``route`` answers OpenAI batch objects (created, retrieved, listed,
+    cancelled), each naming its input and output files."""
+    return OPENAI_BATCH_OBJECTS.fullmatch(route.openai_path or "") is not None
 
 
 class ResultLines:
     """A results JSONL stream, fed in any pieces; out come whole lines, each result that
-    succeeded with a call its tools refuse replaced by an errored result."""
+    succeeded with a call its tools refuse replaced by the API's failed result."""
 
-    def __init__(self, toolsets: dict[str, ToolSchemas]) -> None:
-        self.toolsets = toolsets
-        self.withheld: list[str] = []
+    def __init__(self, form: Form, expected: dict[str, Expected]) -> None:
+        self.form = form
+        self.expected = expected
+        # The name and API of each result withheld.
+        self.withheld: list[tuple[str, ApiName]] = []
         self._partial = b""
-        self._adapter = get_adapter("anthropic")
 
     def feed(self, chunk: bytes) -> bytes:
         data = self._partial + chunk
@@ -95,37 +149,65 @@ class ResultLines:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
             return line
-        refusal = self._refusal(value) if isinstance(value, dict) else None
+        name = value.get("custom_id") if isinstance(value, dict) else None
+        expected = self.expected.get(name) if isinstance(name, str) else None
+        if expected is None:
+            return line
+        refusal = self._refusal(value, *expected)
         if refusal is None:
             return line
-        self.withheld.append(str(value.get("custom_id")))
-        error = {"type": "api_error", "message": refusal}
-        errored = {"type": "errored", "error": {"type": "error", "error": error}}
-        return orjson.dumps({**value, "result": errored})
+        self.withheld.append((str(name), expected[0]))
+        return orjson.dumps(self._failed(value, refusal))
 
-    def _refusal(self, value: dict[str, Any]) -> str | None:
-        result = value.get("result")
-        name = value.get("custom_id")
-        tools = self.toolsets.get(name) if isinstance(name, str) else None
-        if not isinstance(result, dict) or result.get("type") != "succeeded" or tools is None:
+    def _refusal(self, value: dict[str, Any], api: ApiName, tools: ToolSchemas) -> str | None:
+        answer = self._answer(value)
+        if answer is None:
             return None
-        message = result.get("message")
+        adapter = get_adapter(api)
         try:
-            turn = self._adapter.parse_response(message if isinstance(message, dict) else {})
-            check_turn(turn, tools, self._adapter.capabilities)
+            check_turn(adapter.parse_response(answer), tools, adapter.capabilities)
         except TurngateError as exc:
             name_the_rule(exc)
             return exc.message
         return None
+
+    def _answer(self, value: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer of a result that succeeded, or None."""
+        if self.form == "anthropic":
+            result = value.get("result")
+            if isinstance(result, dict) and result.get("type") == "succeeded":
+                message = result.get("message")
+                return message if isinstance(message, dict) else None
+            return None
+        response = value.get("response")
+        if isinstance(response, dict) and response.get("status_code") == 200:
+            body = response.get("body")
+            return body if isinstance(body, dict) else None
+        return None
+
+    def _failed(self, value: dict[str, Any], message: str) -> dict[str, Any]:
+        if self.form == "anthropic":
+            error = {"type": "api_error", "message": message}
+            return {
+                **value,
+                "result": {"type": "errored", "error": {"type": "error", "error": error}},
+            }
+        # The form of a line of a batch's error file.
+        return {
+            **value,
+            "response": None,
+            "error": {"code": "invalid_tool_call", "message": message},
+        }
 
 
 async def checked_results(
     request: web.Request,
     route: RouteMatch,
     session: aiohttp.ClientSession,
-    toolsets: dict[str, ToolSchemas],
+    form: Form,
+    expected: dict[str, Expected],
 ) -> web.StreamResponse:
-    lines = ResultLines(toolsets)
+    lines = ResultLines(form, expected)
     async with session.request(
         "GET",
         route.upstream_url,
@@ -149,12 +231,31 @@ async def checked_results(
         await response.write(lines.finish())
     if lines.withheld:
         telemetry = request.app.get(TELEMETRY)
-        if telemetry is not None:
-            telemetry.metrics.results_withheld("anthropic", len(lines.withheld))
+        for api in dict.fromkeys(api for _name, api in lines.withheld):
+            if telemetry is not None:
+                count = sum(1 for _name, each in lines.withheld if each == api)
+                telemetry.metrics.results_withheld(api, count)
         log.warning(
             "withheld %d results of a batch, their tool calls refused: %s",
             len(lines.withheld),
-            ", ".join(lines.withheld[:5]),
+            ", ".join(name for name, _api in lines.withheld[:5]),
         )
     await response.write_eof()
+    return response
+
+
+async def learned_batches(
+    request: web.Request,
+    route: RouteMatch,
+    session: aiohttp.ClientSession,
+    toolsets: BatchToolsets,
+) -> web.StreamResponse:
+    """Relay an OpenAI batch object (or a page of them), read whole to tie each batch's
+    output file to its input file."""
+    raw = await request.read() if request.body_exists else b""
+    response = await exchange(request, route, session, raw)
+    answer = answer_object(response)
+    batches = answer.get("data") if answer.get("object") == "list" else [answer]
+    for batch in batches if isinstance(batches, list) else []:
+        toolsets.learn(batch)
     return response

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -34,6 +35,7 @@ from turngate.graph.model import ApiName
 from turngate.graph.schema_check import ToolSchemas
 from turngate.policies import trust
 from turngate.policies.modes import decide
+from turngate.proxy.batch_results import Expected
 from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, decode_json, read_body
 from turngate.proxy.dispatch import InternalError, refuse_invalid
 from turngate.proxy.errors import error_response
@@ -147,7 +149,7 @@ async def judged_batch(
 ) -> web.StreamResponse:
     refused: list[BatchRefusal] = []
     shadowed: list[BatchRefusal] = []
-    toolsets: dict[str, ToolSchemas] = {}
+    toolsets: dict[str, Expected] = {}
     for index, entry in enumerate(entries):
         if index % YIELD_EVERY == YIELD_EVERY - 1:
             # A large batch takes a while to check: other requests go on meanwhile.
@@ -163,7 +165,7 @@ async def judged_batch(
             refusal = BatchRefusal(entry.location, entry.name, error)
             (refused if enforced else shadowed).append(refusal)
         elif tools is not None and entry.name is not None:
-            toolsets[entry.name] = tools
+            toolsets[entry.name] = (entry.api, tools)
     if refused:
         observer.judged_batch([rules_of(refusal.error) for refusal in refused], enforced=True)
         rejected = BatchRejected(refused, len(entries))
@@ -178,14 +180,22 @@ async def judged_batch(
             len(entries),
             ", ".join(dict.fromkeys(refusal.error.rule for refusal in shadowed)),
         )
-    if observer.api != "anthropic" or not toolsets:
+    if route.provider not in ("anthropic", "openai") or not toolsets:
         return await relay(request, route, services.session, read=raw)
-    # A message batch: its id, from the answer, keys its requests' tools for its results.
+    # What the answer creates (a message batch, a batch's input file) keys its requests'
+    # tools, for its results (proxy/batch_results.py).
     response = await exchange(request, route, services.session, raw)
-    created = answer_object(response).get("id")
-    if isinstance(created, str):
+    created = _created(answer_object(response))
+    if created is not None:
         services.batch_toolsets.keep(created, toolsets)
     return response
+
+
+def _created(answer: dict[str, Any]) -> str | None:
+    """The id of what an answer created: an Uploads API completion's file, else itself."""
+    made = answer.get("file") if answer.get("object") == "upload" else answer
+    key = made.get("id") if isinstance(made, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def unchecked(request: web.Request, api: ApiName, why: str) -> None:

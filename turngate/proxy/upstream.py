@@ -204,7 +204,7 @@ async def exchange(
         request.method,
         route.upstream_url,
         headers=outbound_headers(request.headers, keep_length=False),
-        data=raw,
+        data=raw or None,
         allow_redirects=False,
         proxy=route.prefix.proxy,
     ) as upstream:
