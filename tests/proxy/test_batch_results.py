@@ -21,20 +21,24 @@ import orjson
 import pytest
 
 from tests.adapters.anthropic_builders import body, tool_use, user
+from tests.adapters.gemini_builders import call as gemini_call
+from tests.adapters.gemini_builders import text as gemini_text
+from tests.adapters.gemini_builders import user as gemini_user
 from tests.graph.chat_builders import body as chat_body
 from tests.graph.chat_builders import user as chat_user
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import claude_answer
-from tests.proxy.sdk_support import MODES, call
+from tests.proxy.helpers import claude_answer, genai_sdk
+from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING, MODES, call
 from tests.proxy.stack import ANTHROPIC_KEY, OPENAI_KEY, Stack
 from tests.proxy.test_batches import MESSAGE_BATCH
 from tests.proxy.test_openai_batch_files import FILE as OPENAI_FILE
 from tests.proxy.test_openai_batch_files import jsonl as openai_jsonl
 from tests.proxy.test_openai_batch_files import line as openai_line
 from turngate.adapters import get_adapter
+from turngate.adapters.base import RouteInfo
 from turngate.graph.schema_check import ToolSchemas
-from turngate.proxy.batch_results import BatchToolsets, ResultLines
+from turngate.proxy.batch_results import BatchToolsets, ResultLines, checked_inline
 from turngate.proxy.tool_calls import SchemaCache
 from turngate.proxy.turn_check import call_schemas
 
@@ -338,3 +342,63 @@ def test_an_output_file_is_tied_only_to_an_input_file_kept():
     kept.learn({"input_file_id": "file-in", "output_file_id": None})
     assert kept.get("file-out") == kept.get("file-in")
     assert kept.get("file-x") is None
+
+
+# -- Gemini: a batch's inlined responses ------------------------------------------------------
+
+WEATHER = {"name": "weather", "parameters": {"type": "object", "properties": {"city": {}}}}
+WEATHER["parameters"]["properties"]["city"] = {"type": "string"}
+GEMINI_JOB = {"name": "batches/b-1", "metadata": {"model": "models/gemini-2.5-flash"}}
+
+
+def gemini_answer(key: str, args: dict[str, Any]) -> dict[str, Any]:
+    content = {"role": "model", "parts": [gemini_call("weather", args)]}
+    answer = {"candidates": [{"content": content, "finishReason": "STOP", "index": 0}]}
+    return {"response": answer, "metadata": {"key": key}}
+
+
+@pytest.fixture(params=MODES)
+async def gemini(request: pytest.FixtureRequest, stack: Stack) -> AsyncIterator[Any]:
+    client = genai_sdk(stack)
+    client.mode = request.param  # type: ignore[attr-defined]
+    client.api = client.batches if request.param == "sync" else client.aio.batches  # type: ignore[attr-defined]
+    yield client
+    await call(request.param, client.close if request.param == "sync" else client.aio.aclose)
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_an_inlined_response_whose_call_breaks_its_tools_schema_becomes_an_error(
+    gemini: Any, stack: Stack
+):
+    ask = {"contents": [gemini_user(gemini_text("weather in Paris?"))]}
+    ask["config"] = {"tools": [{"function_declarations": [WEATHER]}]}
+    src = [{**ask, "metadata": {"key": key}} for key in ("one", "two")]
+    answers = [gemini_answer("one", {"city": "Paris"}), gemini_answer("two", {"city": 7})]
+    done = {**GEMINI_JOB, "metadata": {**GEMINI_JOB["metadata"], "state": "BATCH_STATE_SUCCEEDED"}}
+    done["metadata"]["output"] = {"inlinedResponses": {"inlinedResponses": answers}}
+    stack.upstream.replies(Reply.json(GEMINI_JOB), Reply.json(done))
+    await call(gemini.mode, gemini.api.create, model="gemini-2.5-flash", src=src)
+    job = await call(gemini.mode, gemini.api.get, name="batches/b-1")
+    one, two = job.dest.inlined_responses
+    assert one.response.function_calls[0].args == {"city": "Paris"}
+    assert two.response is None
+    assert "turngate [invalid_tool_call]" in two.error.message
+    assert two.metadata == {"key": "two"}
+
+
+def test_inlined_responses_without_keys_are_found_by_their_place():
+    request = {"contents": [gemini_user(gemini_text("weather?"))]}
+    request["tools"] = [{"functionDeclarations": [WEATHER]}]
+    seq = get_adapter("gemini").parse_request(request, RouteInfo(model="m", stream=False))
+    tools = call_schemas(seq, SchemaCache())
+    answers = [gemini_answer("x", {"city": "Paris"}), gemini_answer("x", {"city": 7})]
+    for answer in answers:
+        del answer["metadata"]
+    # The finished operation carries them in ``response`` too.
+    batch = {"response": {"inlinedResponses": {"inlinedResponses": answers}}}
+    withheld = checked_inline(batch, {"#0": ("gemini", tools), "#1": ("gemini", tools)})
+    assert withheld == ["#1"]
+    first, second = batch["response"]["inlinedResponses"]["inlinedResponses"]
+    assert "response" in first
+    assert "response" not in second
+    assert second["error"]["code"] == 13

@@ -39,7 +39,9 @@ from turngate.policies.tokens import load_encodings
 from turngate.proxy import conversation
 from turngate.proxy.background import retrieve, retrieved_handle
 from turngate.proxy.batch_results import (
+    checked_gemini_batch,
     checked_results,
+    gemini_batch,
     learned_batches,
     names_batches,
     results_of,
@@ -306,6 +308,10 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
                 return await checked_results(request, route, services.session, form, expected)
             if results[0] == "anthropic":
                 log.info("the results of %s are relayed unchecked: not created here", results[1])
+        gemini = gemini_batch(route, request.method)
+        known = None if gemini is None else services.batch_toolsets.get(gemini)
+        if known is not None:
+            return await checked_gemini_batch(request, route, services.session, known)
         if names_batches(route):
             return await learned_batches(request, route, services.session, services.batch_toolsets)
         handle = retrieved_handle(request, route)

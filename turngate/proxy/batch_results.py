@@ -60,6 +60,9 @@ REMEMBERED_REQUESTS = 100_000
 Expected = tuple[ApiName, ToolSchemas]
 Form = Literal["anthropic", "openai"]
 OPENAI_BATCH_OBJECTS = re.compile(r"/v1/batches(?:/[^/]+(?:/cancel)?)?")
+GEMINI_BATCH_OBJECT = re.compile(r"/(?:v1|v1beta|v1alpha)/(?P<batch>batches/[^/:]+)")
+# google.rpc.Code INTERNAL: the provider's answer, not the request, is at fault.
+INTERNAL = 13
 OPENAI_FILE_CONTENT = re.compile(r"/v1/files/(?P<file>[^/]+)/content")
 
 
@@ -115,6 +118,52 @@ def results_of(route: RouteMatch, method: str) -> tuple[Form, str] | None:
     return ("openai", found["file"]) if found is not None else None
 
 
+def gemini_batch(route: RouteMatch, method: str) -> str | None:
+    """The Gemini batch (``batches/...``) a GET of ``route`` retrieves, or None."""
+    if route.provider != "gemini" or method != "GET":
+        return None
+    found = GEMINI_BATCH_OBJECT.fullmatch(route.upstream_path_qs.split("?", 1)[0])
+    return found["batch"] if found is not None else None
+
+
+def checked_inline(batch: dict[str, Any], expected: dict[str, Expected]) -> list[str]:
+    """Check a Gemini batch's inlined responses in place (each found by its request's
+    ``metadata.key``, or its place): one whose calls its tools refuse becomes an error.
+    The names of those withheld."""
+    withheld: list[str] = []
+    for output in (_path(batch, "metadata", "output"), _path(batch, "response")):
+        answers = _path(output, "inlinedResponses", "inlinedResponses")
+        for index, entry in enumerate(answers if isinstance(answers, list) else []):
+            if not isinstance(entry, dict) or not isinstance(entry.get("response"), dict):
+                continue
+            key = _path(entry, "metadata", "key")
+            name = key if isinstance(key, str) else f"#{index}"
+            found = expected.get(name)
+            refusal = None if found is None else _refused(entry["response"], *found)
+            if refusal is not None:
+                del entry["response"]
+                entry["error"] = {"code": INTERNAL, "message": refusal}
+                withheld.append(name)
+    return withheld
+
+
+def _path(value: Any, *keys: str) -> Any:
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _refused(answer: dict[str, Any], api: ApiName, tools: ToolSchemas) -> str | None:
+    """The message refusing ``answer``'s calls, or None."""
+    adapter = get_adapter(api)
+    try:
+        check_turn(adapter.parse_response(answer), tools, adapter.capabilities)
+    except TurngateError as exc:
+        name_the_rule(exc)
+        return exc.message
+    return None
+
+
 def names_batches(route: RouteMatch) -> bool:
     """Whether ``route`` answers OpenAI batch objects (created, retrieved, listed,
     cancelled), each naming its input and output files."""
@@ -161,15 +210,7 @@ class ResultLines:
 
     def _refusal(self, value: dict[str, Any], api: ApiName, tools: ToolSchemas) -> str | None:
         answer = self._answer(value)
-        if answer is None:
-            return None
-        adapter = get_adapter(api)
-        try:
-            check_turn(adapter.parse_response(answer), tools, adapter.capabilities)
-        except TurngateError as exc:
-            name_the_rule(exc)
-            return exc.message
-        return None
+        return None if answer is None else _refused(answer, api, tools)
 
     def _answer(self, value: dict[str, Any]) -> dict[str, Any] | None:
         """The answer of a result that succeeded, or None."""
@@ -230,16 +271,7 @@ async def checked_results(
     if upstream.status == 200:
         await response.write(lines.finish())
     if lines.withheld:
-        telemetry = request.app.get(TELEMETRY)
-        for api in dict.fromkeys(api for _name, api in lines.withheld):
-            if telemetry is not None:
-                count = sum(1 for _name, each in lines.withheld if each == api)
-                telemetry.metrics.results_withheld(api, count)
-        log.warning(
-            "withheld %d results of a batch, their tool calls refused: %s",
-            len(lines.withheld),
-            ", ".join(name for name, _api in lines.withheld[:5]),
-        )
+        _count_withheld(request, lines.withheld)
     await response.write_eof()
     return response
 
@@ -259,3 +291,33 @@ async def learned_batches(
     for batch in batches if isinstance(batches, list) else []:
         toolsets.learn(batch)
     return response
+
+
+async def checked_gemini_batch(
+    request: web.Request,
+    route: RouteMatch,
+    session: aiohttp.ClientSession,
+    expected: dict[str, Expected],
+) -> web.StreamResponse:
+    """A Gemini batch retrieved: its inlined responses checked (``checked_inline``)."""
+    response = await exchange(request, route, session, b"")
+    batch = answer_object(response)
+    withheld = checked_inline(batch, expected)
+    if not withheld:
+        return response
+    _count_withheld(request, [(name, "gemini") for name in withheld])
+    response.body = orjson.dumps(batch)
+    return response
+
+
+def _count_withheld(request: web.Request, withheld: list[tuple[str, ApiName]]) -> None:
+    telemetry = request.app.get(TELEMETRY)
+    for api in dict.fromkeys(api for _name, api in withheld):
+        if telemetry is not None:
+            count = sum(1 for _name, each in withheld if each == api)
+            telemetry.metrics.results_withheld(api, count)
+    log.warning(
+        "withheld %d results of a batch, their tool calls refused: %s",
+        len(withheld),
+        ", ".join(name for name, _api in withheld[:5]),
+    )

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from turngate.adapters.batches import BatchEntry, batch_entries
+from turngate.adapters.batches import GEMINI_UPLOAD, BatchEntry, batch_entries
 from turngate.adapters.openai_batch import batch_file, batch_lines, first_field
 from turngate.errors import (
     BatchRefusal,
@@ -164,8 +164,9 @@ async def judged_batch(
         if error is not None:
             refusal = BatchRefusal(entry.location, entry.name, error)
             (refused if enforced else shadowed).append(refusal)
-        elif tools is not None and entry.name is not None:
-            toolsets[entry.name] = (entry.api, tools)
+        elif tools is not None:
+            # A Gemini request may have no key: its answer is found by its place.
+            toolsets[entry.name or f"#{index}"] = (entry.api, tools)
     if refused:
         observer.judged_batch([rules_of(refusal.error) for refusal in refused], enforced=True)
         rejected = BatchRejected(refused, len(entries))
@@ -180,7 +181,7 @@ async def judged_batch(
             len(entries),
             ", ".join(dict.fromkeys(refusal.error.rule for refusal in shadowed)),
         )
-    if route.provider not in ("anthropic", "openai") or not toolsets:
+    if not toolsets or GEMINI_UPLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0]):
         return await relay(request, route, services.session, read=raw)
     # What the answer creates (a message batch, a batch's input file) keys its requests'
     # tools, for its results (proxy/batch_results.py).
@@ -192,9 +193,10 @@ async def judged_batch(
 
 
 def _created(answer: dict[str, Any]) -> str | None:
-    """The id of what an answer created: an Uploads API completion's file, else itself."""
+    """The id of what an answer created: an Uploads API completion's file, a Gemini batch
+    (its ``name``), else itself."""
     made = answer.get("file") if answer.get("object") == "upload" else answer
-    key = made.get("id") if isinstance(made, dict) else None
+    key = made.get("id", made.get("name")) if isinstance(made, dict) else None
     return key if isinstance(key, str) else None
 
 
