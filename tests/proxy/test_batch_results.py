@@ -65,11 +65,18 @@ async def stack(make_stack: StackFactory, caplog: pytest.LogCaptureFixture) -> S
     return await make_stack()
 
 
+def client_in(mode: str, sync: Any, asynchronous: Any, **options: Any) -> Any:
+    """The SDK's sync or async client, told which it is (``mode``), with no retries."""
+    client = (sync if mode == "sync" else asynchronous)(max_retries=0, **options)
+    client.mode = mode
+    return client
+
+
 @pytest.fixture(params=MODES)
 async def claude(request: pytest.FixtureRequest, stack: Stack) -> AsyncIterator[Any]:
-    cls = anthropic.Anthropic if request.param == "sync" else anthropic.AsyncAnthropic
-    client = cls(api_key=ANTHROPIC_KEY, base_url=stack.base("/anthropic"), max_retries=0)
-    client.mode = request.param  # type: ignore[attr-defined]
+    base = stack.base("/anthropic")
+    options = {"api_key": ANTHROPIC_KEY, "base_url": base}
+    client = client_in(request.param, anthropic.Anthropic, anthropic.AsyncAnthropic, **options)
     yield client
     await call(request.param, client.close)
 
@@ -235,9 +242,8 @@ OUTPUT = [chat_answer("one", '{"city": "Paris"}'), chat_answer("two", '{"city": 
 
 @pytest.fixture(params=MODES)
 async def chatgpt(request: pytest.FixtureRequest, stack: Stack) -> AsyncIterator[Any]:
-    cls = openai.OpenAI if request.param == "sync" else openai.AsyncOpenAI
-    client = cls(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"), max_retries=0)
-    client.mode = request.param  # type: ignore[attr-defined]
+    options = {"api_key": OPENAI_KEY, "base_url": stack.base("/openai/v1")}
+    client = client_in(request.param, openai.OpenAI, openai.AsyncOpenAI, **options)
     yield client
     await call(request.param, client.close)
 

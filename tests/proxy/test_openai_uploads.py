@@ -123,23 +123,32 @@ async def test_an_upload_for_another_purpose_is_relayed_unread(uploads: Any, sta
     assert steps(stack)[-1] == "/v1/uploads/upload_1/complete"
 
 
-async def test_a_completion_naming_parts_turngate_did_not_see_is_relayed_unchecked(
-    stack: Stack, caplog: pytest.LogCaptureFixture
-):
-    # Parts sent before a restart, say: the file cannot be read whole.
-    stack.upstream.replies(Reply.json(UPLOAD), part(1), Reply.json(COMPLETED))
+async def completed_unchecked(
+    stack: Stack, caplog: pytest.LogCaptureFixture, parts: list[bytes], part_ids: list[str]
+) -> None:
+    """Start a batch upload, send ``parts``, complete it naming ``part_ids``: the upload is
+    completed, and turngate says it could not check the file."""
     client = openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"))
     try:
         await client.uploads.create(
             bytes=1, filename="b.jsonl", mime_type="text/jsonl", purpose="batch"
         )
-        await client.uploads.parts.create("upload_1", data=INVALID_FILE)
+        for data in parts:
+            await client.uploads.parts.create("upload_1", data=data)
         with caplog.at_level("WARNING", logger="turngate.proxy"):
-            done = await client.uploads.complete("upload_1", part_ids=["part_1", "part_0"])
+            done = await client.uploads.complete("upload_1", part_ids=part_ids)
     finally:
         await client.close()
     assert done.status == "completed"
     assert "a batch is relayed without checking its requests" in caplog.text
+
+
+async def test_a_completion_naming_parts_turngate_did_not_see_is_relayed_unchecked(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+):
+    # Parts sent before a restart, say: the file cannot be read whole.
+    stack.upstream.replies(Reply.json(UPLOAD), part(1), Reply.json(COMPLETED))
+    await completed_unchecked(stack, caplog, [INVALID_FILE], ["part_1", "part_0"])
 
 
 async def test_parts_outgrowing_the_body_limit_are_completed_unchecked(
@@ -147,19 +156,8 @@ async def test_parts_outgrowing_the_body_limit_are_completed_unchecked(
 ):
     stack = await make_stack(max_body_bytes=len(INVALID_FILE) + 200)
     stack.upstream.replies(Reply.json(UPLOAD), part(1), part(2), Reply.json(COMPLETED))
-    client = openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url=stack.base("/openai/v1"))
-    try:
-        await client.uploads.create(
-            bytes=1, filename="b.jsonl", mime_type="text/jsonl", purpose="batch"
-        )
-        await client.uploads.parts.create("upload_1", data=INVALID_FILE)
-        await client.uploads.parts.create("upload_1", data=INVALID_FILE)
-        with caplog.at_level("WARNING", logger="turngate.proxy"):
-            done = await client.uploads.complete("upload_1", part_ids=["part_1", "part_2"])
-    finally:
-        await client.close()
-    assert done.status == "completed"
-    assert "a batch is relayed without checking its requests" in caplog.text
+    parts = [INVALID_FILE, INVALID_FILE]
+    await completed_unchecked(stack, caplog, parts, ["part_1", "part_2"])
 
 
 async def test_an_invalid_batch_file_cut_at_every_byte_is_never_completed(stack: Stack):

@@ -55,7 +55,7 @@ from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.proxy.tool_calls import INVALID_TOOL_CALL
 from turngate.proxy.turn_check import call_schemas, check_turn
-from turngate.proxy.upstream import inbound_headers, outbound_headers
+from turngate.proxy.upstream import exchange
 from turngate.state.conversations import StoredResponse
 from turngate.state.machine import DispatchState, Transition
 from turngate.state.store import OperationRecord
@@ -92,18 +92,9 @@ async def retrieve(
     response is over."""
     # A cancel carries no body (or an empty JSON one); aiohttp bounds what it reads.
     sent = await request.read() if request.body_exists else b""
-    async with services.session.request(
-        request.method,
-        route.upstream_url,
-        headers=outbound_headers(request.headers, keep_length=False),
-        data=sent or None,
-        allow_redirects=False,
-        proxy=route.prefix.proxy,
-    ) as upstream:
-        data = await upstream.read()
-        status, reason = upstream.status, upstream.reason
-        headers = inbound_headers(upstream.headers)
-    if status == 200:
+    answer = await exchange(request, route, services.session, sent)
+    data = answer.body if isinstance(answer.body, bytes) else b""
+    if answer.status == 200:
         conversation = request.headers.get(CONVERSATION_HEADER)
         if conversation:
             refused = await settle(services, conversation, handle, data)
@@ -114,7 +105,7 @@ async def retrieve(
             # Retrieving it again gets the same answer: an SDK's own retry would only be
             # refused again.
             return error_response("openai_responses", refused, {"x-should-retry": "false"})
-    return web.Response(status=status, reason=reason, body=data, headers=headers)
+    return answer
 
 
 async def settle(

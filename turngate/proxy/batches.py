@@ -113,6 +113,14 @@ async def checked_upload(
     data = batch_file(content_type, raw)
     if data is None:
         return await relay(request, route, services.session, read=raw)
+    return await judged_batch_file(request, route, services, raw=raw, data=data)
+
+
+async def judged_batch_file(
+    request: web.Request, route: RouteMatch, services: Services, *, raw: bytes, data: bytes
+) -> web.StreamResponse:
+    """Each line of an OpenAI Batch API input file (``data``) checked; ``raw``, the
+    request that carries it, relayed when none is refused."""
     with observe_dispatch(request, "openai_chat") as observer:
         try:
             entries = list(batch_lines(data))

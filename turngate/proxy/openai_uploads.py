@@ -23,10 +23,9 @@ import orjson
 from aiohttp import web
 
 from turngate.adapters.batches import OPENAI_UPLOADS
-from turngate.adapters.openai_batch import batch_lines, form_parts
-from turngate.proxy.batches import judged_batch, unchecked
+from turngate.adapters.openai_batch import form_parts
+from turngate.proxy.batches import judged_batch_file, unchecked
 from turngate.proxy.body import read_body
-from turngate.proxy.observe import observe_dispatch
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.services import Services
 from turngate.proxy.upstream import answer_object, exchange, relay
@@ -105,12 +104,7 @@ async def _completed(
     if data is None:
         unchecked(request, "openai_chat", DROPPED)
         return await relay(request, route, services.session, read=raw)
-    with observe_dispatch(request, "openai_chat") as observer:
-        try:
-            entries = list(batch_lines(data))
-            return await judged_batch(request, route, services, observer, raw=raw, entries=entries)
-        finally:
-            observer.log()
+    return await judged_batch_file(request, route, services, raw=raw, data=data)
 
 
 def _keep(request: web.Request, services: Services, key: str, data: bytes) -> None:
