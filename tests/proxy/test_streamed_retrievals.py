@@ -30,7 +30,7 @@ from tests.proxy.stream_upstream import Script
 from turngate.adapters.relay import StreamRelay
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.retrieved_stream import after_cursor
-from turngate.state.machine import DispatchState
+from turngate.state.machine import DispatchState, Transition
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
 
@@ -304,6 +304,28 @@ async def test_resuming_a_left_background_stream_commits_its_turn(
     assert (first.state, second.state) == (DispatchState.COMMITTED, DispatchState.COMMITTED)
     assert [h.state for h in first.history][-2:] == [DispatchState.UNKNOWN, DispatchState.COMMITTED]
     COUNTS["streamed retrievals: left background streams committed"] += 1
+
+
+async def test_a_client_leaving_while_the_handle_is_bound_leaves_it_bound(
+    stream_stack: StackFactory,
+) -> None:
+    # The store takes its time over the bind, and the client leaves meanwhile (its handler
+    # cancelled): the bind must still land, or no retrieval could commit the turn.
+    stack = await stream_stack()
+    stack.store.slow[Transition.BIND] = 0.3
+    stack.upstream.resume_from = recorded()
+    async with sdk(stack, conversation=True) as client:
+        handle, cursor = await left_mid_stream(stack, client)
+        (operation,) = stack.store.claimed
+        record = await stack.store.get(operation)
+        assert record is not None
+        assert (record.state, record.handle) == (DispatchState.UNKNOWN, handle)
+        stack.store.slow.clear()
+        async with client.responses.stream(response_id=handle, starting_after=cursor) as s:
+            await s.get_final_response()
+    (record,) = [await stack.store.get(operation)]
+    assert record is not None
+    assert record.state is DispatchState.COMMITTED
 
 
 async def test_a_refused_retrieved_turn_fails_its_attempt_and_stays_refused(

@@ -28,6 +28,7 @@ applies before it commits a call (turn_check.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -526,6 +527,14 @@ class Attempt:
         """Bind the response handle; False when the store says this attempt is not live."""
         try:
             await self._transition(Transition.BIND, handle=handle)
+        except asyncio.CancelledError:
+            # The client left while the handle was being bound (a cancelled SQLite job that
+            # had not started never runs). Bind it all the same before the attempt is
+            # abandoned: the response runs on upstream, and a retrieval of it must find
+            # this attempt to commit its turn. A bind that had landed binds again alike.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._transition(Transition.BIND, handle=handle))
+            raise
         except (IllegalTransition, StateConflict) as exc:
             log.warning("handle of %s not bound: %s", self.manifest.operation_id, exc)
             return False
