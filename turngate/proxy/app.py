@@ -29,7 +29,6 @@ import orjson
 from aiohttp import web
 
 from turngate.adapters.azure_paths import AZURE_MOUNT
-from turngate.adapters.batches import GEMINI_UPLOAD, OPENAI_UPLOADS
 from turngate.errors import LocalError, TurngateError
 from turngate.policies.config import PolicyFile
 from turngate.policies.loading import load_serving_policy
@@ -38,23 +37,13 @@ from turngate.policies.report import report_json
 from turngate.policies.tokens import load_encodings
 from turngate.proxy import conversation
 from turngate.proxy.background import retrieve, retrieved_handle
-from turngate.proxy.batch_results import (
-    checked_gemini_batch,
-    checked_results,
-    gemini_batch,
-    learned_batches,
-    names_batches,
-    results_of,
-)
-from turngate.proxy.batches import checked_batch
+from turngate.proxy.batch_routes import batch_route
 from turngate.proxy.body import BODY_TIMEOUT
 from turngate.proxy.credentials import process_secret
 from turngate.proxy.dispatch import dispatch
 from turngate.proxy.errors import error_response, plain_error
-from turngate.proxy.gemini_uploads import checked_gemini_upload
 from turngate.proxy.kept_uploads import KeptUploads
 from turngate.proxy.observe import install_telemetry
-from turngate.proxy.openai_uploads import checked_openai_upload
 from turngate.proxy.recovery import recovery_loop, unknown_at_start
 from turngate.proxy.retrieved_stream import retrieve_stream, streamed_handle
 from turngate.proxy.routes import ERROR_API, match, prefixes
@@ -294,26 +283,9 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
     if route.api is not None:
         return await dispatch(request, route, services)
     try:
-        if route.batch is not None:
-            if GEMINI_UPLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0]):
-                return await checked_gemini_upload(request, route, services)
-            if OPENAI_UPLOADS.fullmatch(route.openai_path or ""):
-                return await checked_openai_upload(request, route, services)
-            return await checked_batch(request, route, services, route.batch)
-        results = results_of(route, request.method)
-        if results is not None:
-            expected = services.batch_toolsets.get(results[1])
-            if expected is not None:
-                form = results[0]
-                return await checked_results(request, route, services.session, form, expected)
-            if results[0] == "anthropic":
-                log.info("the results of %s are relayed unchecked: not created here", results[1])
-        gemini = gemini_batch(route, request.method)
-        known = None if gemini is None else services.batch_toolsets.get(gemini)
-        if known is not None:
-            return await checked_gemini_batch(request, route, services.session, known)
-        if names_batches(route):
-            return await learned_batches(request, route, services.session, services.batch_toolsets)
+        batched = await batch_route(request, route, services)
+        if batched is not None:
+            return batched
         handle = retrieved_handle(request, route)
         if handle is not None:
             return await retrieve(request, route, services, handle)
