@@ -11,6 +11,7 @@ result whose call breaks them answered as an errored result instead.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -408,3 +409,40 @@ def test_inlined_responses_without_keys_are_found_by_their_place():
     assert "response" in first
     assert "response" not in second
     assert second["error"]["code"] == 13
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_a_gemini_responses_file_line_whose_call_breaks_its_tools_becomes_an_error(
+    gemini: Any, stack: Stack
+):
+    ask = {"contents": [gemini_user(gemini_text("weather in Paris?"))]}
+    ask["tools"] = [{"functionDeclarations": [WEATHER]}]
+    requests = b"".join(orjson.dumps({"key": k, "request": ask}) + b"\n" for k in ("one", "two"))
+    address = f"http://{stack.upstream_host}/upload/v1beta/files?upload_id=A"
+    started = Reply(body=b"", headers={"X-Goog-Upload-URL": address})
+    uploaded = Reply.json(
+        {"file": {"name": "files/in-1"}}, headers={"X-Goog-Upload-Status": "final"}
+    )
+    done = {**GEMINI_JOB, "metadata": {**GEMINI_JOB["metadata"], "state": "BATCH_STATE_SUCCEEDED"}}
+    done["metadata"] |= {"inputConfig": {"fileName": "files/in-1"}}
+    done["metadata"]["output"] = {"responsesFile": "files/out-1"}
+    answers = [gemini_answer("one", {"city": "Paris"}), gemini_answer("two", {"city": 7})]
+    lines = b"".join(
+        orjson.dumps({"key": a["metadata"]["key"], "response": a["response"]}) + b"\n"
+        for a in answers
+    )
+    stack.upstream.replies(
+        started, uploaded, Reply.json(GEMINI_JOB), Reply.json(done), Reply(body=lines)
+    )
+    files = gemini.files if gemini.mode == "sync" else gemini.aio.files
+    config = {"mime_type": "jsonl"}
+    await call(gemini.mode, files.upload, file=io.BytesIO(requests), config=config)
+    await call(gemini.mode, gemini.api.create, model="gemini-2.5-flash", src="files/in-1")
+    job = await call(gemini.mode, gemini.api.get, name="batches/b-1")
+    content = await call(gemini.mode, files.download, file=job.dest.file_name)
+    one, two = [orjson.loads(line) for line in content.splitlines()]
+    assert one["response"] == answers[0]["response"]
+    assert "response" not in two
+    assert two["key"] == "two"
+    assert two["error"]["code"] == 13
+    assert "turngate [invalid_tool_call]" in two["error"]["message"]

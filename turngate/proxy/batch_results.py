@@ -58,9 +58,12 @@ REMEMBERED = 64
 REMEMBERED_REQUESTS = 100_000
 # What a request's answer is checked against: its API, and the tools it declared.
 Expected = tuple[ApiName, ToolSchemas]
-Form = Literal["anthropic", "openai"]
+Form = Literal["anthropic", "openai", "gemini"]
 OPENAI_BATCH_OBJECTS = re.compile(r"/v1/batches(?:/[^/]+(?:/cancel)?)?")
 GEMINI_BATCH_OBJECT = re.compile(r"/(?:v1|v1beta|v1alpha)/(?P<batch>batches/[^/:]+)")
+GEMINI_DOWNLOAD = re.compile(
+    r"(?:/download)?/(?:v1|v1beta|v1alpha)/(?P<file>files/[^/:]+):download"
+)
 # google.rpc.Code INTERNAL: the provider's answer, not the request, is at fault.
 INTERNAL = 13
 OPENAI_FILE_CONTENT = re.compile(r"/v1/files/(?P<file>[^/]+)/content")
@@ -93,10 +96,15 @@ class BatchToolsets:
         return self._batches.get(key) or self._batches.get(self._outputs.get(key, ""))
 
     def learn(self, batch: Any) -> None:
-        """Tie an OpenAI batch object's output file to its input file's requests."""
+        """Tie a batch's output file to its input file's requests: an OpenAI batch object,
+        or a Gemini batch (its operation, the batch in its metadata)."""
         if not isinstance(batch, dict):
             return
         output, source = batch.get("output_file_id"), batch.get("input_file_id")
+        if "output_file_id" not in batch:
+            source = _path(batch, "metadata", "inputConfig", "fileName")
+            output = _path(batch, "metadata", "output", "responsesFile")
+            output = output or _path(batch, "response", "responsesFile")
         if isinstance(output, str) and isinstance(source, str) and source in self._batches:
             self._outputs[output] = source
             self._outputs.move_to_end(output)
@@ -114,6 +122,9 @@ def results_of(route: RouteMatch, method: str) -> tuple[Form, str] | None:
         if path.endswith("/results") and head == ANTHROPIC_BATCHES and batch:
             return "anthropic", batch
         return None
+    if route.provider == "gemini":
+        found = GEMINI_DOWNLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0])
+        return ("gemini", found["file"]) if found is not None else None
     found = OPENAI_FILE_CONTENT.fullmatch(route.openai_path or "")
     return ("openai", found["file"]) if found is not None else None
 
@@ -198,7 +209,8 @@ class ResultLines:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
             return line
-        name = value.get("custom_id") if isinstance(value, dict) else None
+        named = "key" if self.form == "gemini" else "custom_id"
+        name = value.get(named) if isinstance(value, dict) else None
         expected = self.expected.get(name) if isinstance(name, str) else None
         if expected is None:
             return line
@@ -221,12 +233,18 @@ class ResultLines:
                 return message if isinstance(message, dict) else None
             return None
         response = value.get("response")
+        if self.form == "gemini":
+            return response if isinstance(response, dict) else None
         if isinstance(response, dict) and response.get("status_code") == 200:
             body = response.get("body")
             return body if isinstance(body, dict) else None
         return None
 
     def _failed(self, value: dict[str, Any], message: str) -> dict[str, Any]:
+        if self.form == "gemini":
+            # As a request of the batch that failed: an error instead of the response.
+            kept = {key: item for key, item in value.items() if key != "response"}
+            return {**kept, "error": {"code": INTERNAL, "message": message}}
         if self.form == "anthropic":
             error = {"type": "api_error", "message": message}
             return {
@@ -297,12 +315,16 @@ async def checked_gemini_batch(
     request: web.Request,
     route: RouteMatch,
     session: aiohttp.ClientSession,
-    expected: dict[str, Expected],
+    toolsets: BatchToolsets,
+    name: str,
 ) -> web.StreamResponse:
-    """A Gemini batch retrieved: its inlined responses checked (``checked_inline``)."""
+    """A Gemini batch retrieved, read whole: its responses file tied to its input file,
+    its inlined responses checked (``checked_inline``)."""
     response = await exchange(request, route, session, b"")
     batch = answer_object(response)
-    withheld = checked_inline(batch, expected)
+    toolsets.learn(batch)
+    expected = toolsets.get(name)
+    withheld = [] if expected is None else checked_inline(batch, expected)
     if not withheld:
         return response
     _count_withheld(request, [(name, "gemini") for name in withheld])

@@ -53,9 +53,8 @@ async def batch_route(
         if form == "anthropic":
             log.info("the results of %s are relayed unchecked: not created here", key)
     gemini = gemini_batch(route, request.method)
-    known = None if gemini is None else toolsets.get(gemini)
-    if known is not None:
-        return await checked_gemini_batch(request, route, services.session, known)
+    if gemini is not None:
+        return await checked_gemini_batch(request, route, services.session, toolsets, gemini)
     if names_batches(route):
         return await learned_batches(request, route, services.session, toolsets)
     return None

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from turngate.adapters.batches import GEMINI_UPLOAD, BatchEntry, batch_entries
+from turngate.adapters.batches import BatchEntry, batch_entries
 from turngate.adapters.openai_batch import batch_file, batch_lines, first_field
 from turngate.errors import (
     BatchRefusal,
@@ -189,7 +189,7 @@ async def judged_batch(
             len(entries),
             ", ".join(dict.fromkeys(refusal.error.rule for refusal in shadowed)),
         )
-    if not toolsets or GEMINI_UPLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0]):
+    if not toolsets:
         return await relay(request, route, services.session, read=raw)
     # What the answer creates (a message batch, a batch's input file) keys its requests'
     # tools, for its results (proxy/batch_results.py).
@@ -201,10 +201,10 @@ async def judged_batch(
 
 
 def _created(answer: dict[str, Any]) -> str | None:
-    """The id of what an answer created: an Uploads API completion's file, a Gemini batch
-    (its ``name``), else itself."""
-    made = answer.get("file") if answer.get("object") == "upload" else answer
-    key = made.get("id", made.get("name")) if isinstance(made, dict) else None
+    """The id of what an answer created: the file of an upload (OpenAI's Uploads API
+    completion, a Gemini upload), else itself (a Gemini batch by its ``name``)."""
+    made = answer["file"] if isinstance(answer.get("file"), dict) else answer
+    key = made.get("id", made.get("name"))
     return key if isinstance(key, str) else None
 
 

@@ -83,7 +83,7 @@ async def checked_gemini_upload(
             observer.log()
     if not response.prepared:
         # The upload is over: without the status, the SDK sends the bytes again thrice.
-        response.headers["X-Goog-Upload-Status"] = "final"
+        response.headers.setdefault("X-Goog-Upload-Status", "final")
     return response
 
 
