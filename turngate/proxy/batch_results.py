@@ -11,6 +11,13 @@ before the application reads them.
                POST /v1/batches, GET /v1/batches[/{id}]    read whole: each batch's output
                                                  file is tied to its input file
                GET  /v1/files/{output file}/content        its results, checked
+    gemini     POST /{v}/models/{m}:batchGenerateContent (inlined requests), or an
+               upload of a batch input file     every request checked; the tools kept by
+                                                the batch's name, or the file's
+               GET  /{v}/batches/{id}           read whole: its inlined responses
+                                                checked, its responses file tied to its
+                                                input file
+               GET  /{v}/files/{responses file}:download   its results, checked
 
     a result that succeeded     its calls checked against its request's tools: kept, or
                                 answered as the API's failed result naming the call and

@@ -5,13 +5,14 @@
       -> route policy -> parse -> trust labels + validate
       -> enforce: refused?   shadow: logged and counted
       -> any refused: 400 naming every refused entry, nothing sent   -> else: relay the bytes
+      (and keep each request's tools by what the answer created, for its results:
+      proxy/batch_results.py)
 
 A provider runs a batch's requests hours later and reports each one it refuses only in the
 results; an agent platform learns then that a sequence it built was invalid. turngate
 refuses the batch at once instead, naming each refused request (its place in the batch and
 the name the client gave it) and its rule. The batch is relayed as the client's own bytes
-and its answer unchanged: a batch is no conversation turn, so it has no manifest, and its
-results are relayed as they come (their tool calls are not checked).
+and its answer unchanged: a batch is no conversation turn, so it has no manifest.
 """
 
 from __future__ import annotations
