@@ -150,12 +150,13 @@ class DispatchMetrics:
             "turngate.batch.unchecked",
             unit="{batch}",
             description="Batches sent without checking their requests: too large to read "
-            "whole (--max-body-bytes, or JSON containers beyond the limit)",
+            "whole (--max-body-bytes, or JSON containers beyond the limit), or an input "
+            "file whose pieces could not all be kept",
         )
         self._results_withheld = counter(
             "turngate.batch.results_withheld",
             unit="{result}",
-            description="Results of a message batch answered as errored: a tool call broke "
+            description="Results of a batch answered as failed: a tool call in them broke "
             "its request's tools",
         )
         self._upstream_errors = counter(
