@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -39,9 +40,18 @@ from tests.proxy.test_openai_batch_files import line as openai_line
 from turngate.adapters import get_adapter
 from turngate.adapters.base import RouteInfo
 from turngate.graph.schema_check import ToolSchemas
-from turngate.proxy.batch_results import BatchToolsets, ResultLines, checked_inline
+from turngate.proxy.batch_results import (
+    BatchToolsets,
+    ResultLines,
+    checked_inline,
+    learn,
+    recalled,
+    remember,
+)
 from turngate.proxy.tool_calls import SchemaCache
 from turngate.proxy.turn_check import call_schemas
+from turngate.state.memory import MemoryStore
+from turngate.state.sqlite import SQLiteStore
 
 BATCH = "msgbatch_01"
 RESULTS_PATH = f"/v1/messages/batches/{BATCH}/results"
@@ -340,13 +350,13 @@ def test_the_tools_kept_are_bounded_by_batches_and_by_requests():
     assert kept.get("huge") is not None  # the newest, whatever its size
 
 
-def test_an_output_file_is_tied_only_to_an_input_file_kept():
+async def test_an_output_file_is_tied_only_to_an_input_file_kept():
     tools: ToolSchemas = {}
-    kept = BatchToolsets()
-    kept.keep("file-in", {"one": ("openai_chat", tools)})
-    kept.learn({"input_file_id": "file-in", "output_file_id": "file-out"})
-    kept.learn({"input_file_id": "file-other", "output_file_id": "file-x"})
-    kept.learn({"input_file_id": "file-in", "output_file_id": None})
+    kept, store = BatchToolsets(), MemoryStore()
+    await remember(kept, store, "file-in", {"one": ("openai_chat", tools)}, now=0.0)
+    await learn(kept, store, {"input_file_id": "file-in", "output_file_id": "file-out"}, now=0.0)
+    await learn(kept, store, {"input_file_id": "file-other", "output_file_id": "file-x"}, now=0.0)
+    await learn(kept, store, {"input_file_id": "file-in", "output_file_id": None}, now=0.0)
     assert kept.get("file-out") == kept.get("file-in")
     assert kept.get("file-x") is None
 
@@ -446,3 +456,48 @@ async def test_a_gemini_responses_file_line_whose_call_breaks_its_tools_becomes_
     assert two["key"] == "two"
     assert two["error"]["code"] == 13
     assert "turngate [invalid_tool_call]" in two["error"]["message"]
+
+
+async def test_a_batchs_tools_are_read_back_from_the_store_after_a_restart(tmp_path: Path):
+    # A process keeps them, and stops; the next one, on the same state file, reads them.
+    seq = get_adapter("anthropic").parse_request(ASK)
+    tools = call_schemas(seq, SchemaCache())
+    expected = {f"r{n}": ("anthropic", tools) for n in range(3)}
+    first = SQLiteStore(tmp_path / "state.db")
+    await first.open()
+    await remember(BatchToolsets(), first, "msgbatch_1", expected, now=0.0)
+    tied = {"input_file_id": "msgbatch_1", "output_file_id": "file-out"}
+    await learn(BatchToolsets(), first, tied, now=0.0)  # a retrieval by another process
+    await first.close()
+    again = SQLiteStore(tmp_path / "state.db")
+    await again.open()
+    try:
+        assert await recalled(BatchToolsets(), again, "msgbatch_1") == expected
+        assert await recalled(BatchToolsets(), again, "file-out") == expected
+        assert await recalled(BatchToolsets(), again, "msgbatch_2") is None
+    finally:
+        await again.close()
+
+
+async def test_results_read_through_another_turngate_on_the_same_state_are_checked(
+    make_stack: StackFactory, tmp_path: Path
+):
+    # The batch is created through one turngate; its results are read through the next
+    # (a restart, a rollout) on the same state file.
+    state = f"sqlite://{tmp_path / 'state.db'}"
+    before, after = await make_stack(state=state), await make_stack(state=state)
+    first = anthropic.AsyncAnthropic(api_key=ANTHROPIC_KEY, base_url=before.base("/anthropic"))
+    first.mode = "async"  # type: ignore[attr-defined]
+    second = anthropic.AsyncAnthropic(api_key=ANTHROPIC_KEY, base_url=after.base("/anthropic"))
+    second.mode = "async"  # type: ignore[attr-defined]
+    try:
+        await create(first, before)
+        after.upstream.replies(
+            Reply(body=ended(after)),
+            Reply(body=results_file(), content_type="application/binary"),
+        )
+        _one, two, _three = await read_results(second, second.messages.batches)
+    finally:
+        await first.close()
+        await second.close()
+    assert two.result.type == "errored"

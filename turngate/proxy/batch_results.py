@@ -26,8 +26,9 @@ before the application reads them.
 
 A batch's answers are read hours after it was sent, and an agent platform runs their tool
 calls as it would a chat answer's: a call whose input breaks its tool's schema must not be
-run. The tools are kept in this process (the last ``REMEMBERED`` batches): the results of a
-batch it did not see created, or created before a restart, are relayed unchecked.
+run. The tools are kept in this process (the last ``REMEMBERED`` batches) and in the state
+store's logs, for a restart or another replica; the results of a batch turngate did not see
+created are relayed unchecked.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import aiohttp
 import orjson
@@ -45,7 +46,7 @@ from turngate.adapters import get_adapter
 from turngate.adapters.batches import ANTHROPIC_BATCHES
 from turngate.errors import TurngateError
 from turngate.graph.model import ApiName
-from turngate.graph.schema_check import ToolSchemas
+from turngate.graph.schema_check import OpenToolset, ToolSchemas
 from turngate.proxy.errors import name_the_rule
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.turn_check import check_turn
@@ -56,6 +57,7 @@ from turngate.proxy.upstream import (
     inbound_headers,
     outbound_headers,
 )
+from turngate.state.store import StateStore
 from turngate.telemetry.prometheus import TELEMETRY
 
 log = logging.getLogger("turngate.proxy")
@@ -102,21 +104,127 @@ class BatchToolsets:
     def get(self, key: str) -> dict[str, Expected] | None:
         return self._batches.get(key) or self._batches.get(self._outputs.get(key, ""))
 
-    def learn(self, batch: Any) -> None:
-        """Tie a batch's output file to its input file's requests: an OpenAI batch object,
-        or a Gemini batch (its operation, the batch in its metadata)."""
-        if not isinstance(batch, dict):
-            return
-        output, source = batch.get("output_file_id"), batch.get("input_file_id")
-        if "output_file_id" not in batch:
-            source = _path(batch, "metadata", "inputConfig", "fileName")
-            output = _path(batch, "metadata", "output", "responsesFile")
-            output = output or _path(batch, "response", "responsesFile")
-        if isinstance(output, str) and isinstance(source, str) and source in self._batches:
-            self._outputs[output] = source
-            self._outputs.move_to_end(output)
-            while len(self._outputs) > self.remembered:
-                self._outputs.popitem(last=False)
+    def tied(self, output: str) -> bool:
+        return output in self._outputs
+
+    def tie(self, output: str, source: str) -> None:
+        """Read ``output``'s results against ``source``'s requests."""
+        self._outputs[output] = source
+        self._outputs.move_to_end(output)
+        while len(self._outputs) > self.remembered:
+            self._outputs.popitem(last=False)
+
+
+def ties(batch: Any) -> tuple[str, str] | None:
+    """A batch's output file and its input file, when it names both: an OpenAI batch
+    object, or a Gemini batch (its operation, the batch in its metadata)."""
+    if not isinstance(batch, dict):
+        return None
+    output, source = batch.get("output_file_id"), batch.get("input_file_id")
+    if "output_file_id" not in batch:
+        source = _path(batch, "metadata", "inputConfig", "fileName")
+        output = _path(batch, "metadata", "output", "responsesFile")
+        output = output or _path(batch, "response", "responsesFile")
+    if isinstance(output, str) and isinstance(source, str):
+        return output, source
+    return None
+
+
+# -- kept in the state store too, for the results read after a restart ----------------------
+
+TOOLS_LOG = "batch-tools:"
+_APIS = frozenset(get_args(ApiName))
+OUTPUT_LOG = "batch-output:"
+
+
+async def remember(
+    toolsets: BatchToolsets,
+    store: StateStore,
+    key: str,
+    expected: dict[str, Expected],
+    *,
+    now: float,
+) -> None:
+    """Keep ``expected`` for the batch ``key``: in the process, and in the store."""
+    toolsets.keep(key, expected)
+    try:
+        await store.append_log(TOOLS_LOG + key, stored(expected), now=now, keep=1)
+    except Exception as exc:
+        log.warning("state store: a batch's tools not kept: %s", type(exc).__name__)
+
+
+async def recalled(
+    toolsets: BatchToolsets, store: StateStore, key: str
+) -> dict[str, Expected] | None:
+    """What the results of ``key`` (a batch, or an output file) are checked against: kept
+    in the process, or else in the store (written by this process before a restart, or by
+    another replica)."""
+    found = toolsets.get(key)
+    if found is not None:
+        return found
+    try:
+        tied = await store.read_log(OUTPUT_LOG + key, limit=1)
+        source = tied[0].get("input") if tied else key
+        entries = await store.read_log(TOOLS_LOG + str(source), limit=1)
+    except Exception as exc:
+        log.warning("state store: a batch's tools not read: %s", type(exc).__name__)
+        return None
+    expected = restored(entries[0]) if entries else None
+    if expected is not None:
+        toolsets.keep(str(source), expected)
+        if source != key:
+            toolsets.tie(key, str(source))
+    return expected
+
+
+async def learn(toolsets: BatchToolsets, store: StateStore, batch: Any, *, now: float) -> None:
+    """Tie a batch's output file to its input file's requests, once, in the store too."""
+    found = ties(batch)
+    if found is None or toolsets.tied(found[0]):
+        return
+    output, source = found
+    if await recalled(toolsets, store, source) is None:
+        return
+    toolsets.tie(output, source)
+    try:
+        await store.append_log(OUTPUT_LOG + output, {"input": source}, now=now, keep=1)
+    except Exception as exc:
+        log.warning("state store: a batch's output file not tied: %s", type(exc).__name__)
+
+
+def stored(expected: dict[str, Expected]) -> dict[str, Any]:
+    """``expected`` as JSON, each distinct toolset once (a batch's requests mostly share
+    theirs)."""
+    toolsets: list[dict[str, Any]] = []
+    seen: dict[bytes, int] = {}
+    requests: dict[str, list[Any]] = {}
+    for name, (api, tools) in expected.items():
+        form = {"open": isinstance(tools, OpenToolset), "tools": dict(tools)}
+        blob = orjson.dumps(form, option=orjson.OPT_SORT_KEYS)
+        if blob not in seen:
+            seen[blob] = len(toolsets)
+            toolsets.append(form)
+        requests[name] = [api, seen[blob]]
+    return {"toolsets": toolsets, "requests": requests}
+
+
+def restored(entry: dict[str, Any]) -> dict[str, Expected] | None:
+    """``stored``'s inverse; None for an entry that is not one."""
+    forms, requests = entry.get("toolsets"), entry.get("requests")
+    if not isinstance(forms, list) or not isinstance(requests, dict):
+        return None
+    toolsets: list[ToolSchemas] = []
+    for form in forms:
+        tools = form.get("tools") if isinstance(form, dict) else None
+        if not isinstance(tools, dict):
+            return None
+        toolsets.append(OpenToolset(tools) if form.get("open") else tools)
+    expected: dict[str, Expected] = {}
+    for name, (api, position) in requests.items():
+        if api not in _APIS or not isinstance(position, int) or not 0 <= position < len(toolsets):
+            return None
+        expected[name] = (api, toolsets[position])
+    return expected
 
 
 def results_of(route: RouteMatch, method: str) -> tuple[Form, str] | None:
@@ -305,7 +413,10 @@ async def learned_batches(
     request: web.Request,
     route: RouteMatch,
     session: aiohttp.ClientSession,
+    *,
     toolsets: BatchToolsets,
+    store: StateStore,
+    now: float,
 ) -> web.StreamResponse:
     """Relay an OpenAI batch object (or a page of them), read whole to tie each batch's
     output file to its input file."""
@@ -314,7 +425,7 @@ async def learned_batches(
     answer = answer_object(response)
     batches = answer.get("data") if answer.get("object") == "list" else [answer]
     for batch in batches if isinstance(batches, list) else []:
-        toolsets.learn(batch)
+        await learn(toolsets, store, batch, now=now)
     return response
 
 
@@ -322,15 +433,18 @@ async def checked_gemini_batch(
     request: web.Request,
     route: RouteMatch,
     session: aiohttp.ClientSession,
-    toolsets: BatchToolsets,
     name: str,
+    *,
+    toolsets: BatchToolsets,
+    store: StateStore,
+    now: float,
 ) -> web.StreamResponse:
     """A Gemini batch retrieved, read whole: its responses file tied to its input file,
     its inlined responses checked (``checked_inline``)."""
     response = await exchange(request, route, session, b"")
     batch = answer_object(response)
-    toolsets.learn(batch)
-    expected = toolsets.get(name)
+    await learn(toolsets, store, batch, now=now)
+    expected = await recalled(toolsets, store, name)
     withheld = [] if expected is None else checked_inline(batch, expected)
     if not withheld:
         return response

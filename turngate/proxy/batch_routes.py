@@ -22,6 +22,7 @@ from turngate.proxy.batch_results import (
     gemini_batch,
     learned_batches,
     names_batches,
+    recalled,
     results_of,
 )
 from turngate.proxy.batches import checked_batch
@@ -43,18 +44,22 @@ async def batch_route(
         if OPENAI_UPLOADS.fullmatch(route.openai_path or ""):
             return await checked_openai_upload(request, route, services)
         return await checked_batch(request, route, services, route.batch)
-    toolsets = services.batch_toolsets
+    toolsets, store, now = services.batch_toolsets, services.store, services.clock()
     results = results_of(route, request.method)
     if results is not None:
         form, key = results
-        expected = toolsets.get(key)
+        expected = await recalled(toolsets, store, key)
         if expected is not None:
             return await checked_results(request, route, services.session, form, expected)
         if form == "anthropic":
             log.info("the results of %s are relayed unchecked: not created here", key)
     gemini = gemini_batch(route, request.method)
     if gemini is not None:
-        return await checked_gemini_batch(request, route, services.session, toolsets, gemini)
+        return await checked_gemini_batch(
+            request, route, services.session, gemini, toolsets=toolsets, store=store, now=now
+        )
     if names_batches(route):
-        return await learned_batches(request, route, services.session, toolsets)
+        return await learned_batches(
+            request, route, services.session, toolsets=toolsets, store=store, now=now
+        )
     return None

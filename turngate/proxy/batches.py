@@ -36,7 +36,7 @@ from turngate.graph.model import ApiName
 from turngate.graph.schema_check import ToolSchemas
 from turngate.policies import trust
 from turngate.policies.modes import decide
-from turngate.proxy.batch_results import Expected
+from turngate.proxy.batch_results import Expected, remember
 from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, decode_json, read_body
 from turngate.proxy.dispatch import InternalError, refuse_invalid
 from turngate.proxy.errors import error_response
@@ -197,7 +197,8 @@ async def judged_batch(
     response = await exchange(request, route, services.session, raw)
     created = _created(answer_object(response))
     if created is not None:
-        services.batch_toolsets.keep(created, toolsets)
+        now = services.clock()
+        await remember(services.batch_toolsets, services.store, created, toolsets, now=now)
     return response
 
 
