@@ -39,7 +39,7 @@ from tests.proxy.test_openai_batch_files import jsonl as openai_jsonl
 from tests.proxy.test_openai_batch_files import line as openai_line
 from turngate.adapters import get_adapter
 from turngate.adapters.base import RouteInfo
-from turngate.graph.schema_check import ToolSchemas
+from turngate.graph.schema_check import OpenToolset, ToolSchemas
 from turngate.proxy.batch_results import (
     BatchToolsets,
     ResultLines,
@@ -47,6 +47,8 @@ from turngate.proxy.batch_results import (
     learn,
     recalled,
     remember,
+    restored,
+    stored,
 )
 from turngate.proxy.tool_calls import SchemaCache
 from turngate.proxy.turn_check import call_schemas
@@ -501,3 +503,18 @@ async def test_results_read_through_another_turngate_on_the_same_state_are_check
         await first.close()
         await second.close()
     assert two.result.type == "errored"
+
+
+def test_an_entry_the_store_holds_for_no_batch_restores_nothing():
+    tools = {"get_weather": {"type": "object"}}
+    good = stored({"a": ("anthropic", OpenToolset(tools)), "b": ("anthropic", dict(tools))})
+    assert isinstance(restored(good)["a"][1], OpenToolset)
+    assert len(good["toolsets"]) == 2
+    for bad in (
+        {},
+        {"toolsets": [{"tools": tools}], "requests": {"a": ["anthropic"]}},
+        {"toolsets": [{"tools": tools}], "requests": {"a": ["nope", 0]}},
+        {"toolsets": [{"tools": tools}], "requests": {"a": ["anthropic", 3]}},
+        {"toolsets": ["x"], "requests": {}},
+    ):
+        assert restored(bad) is None

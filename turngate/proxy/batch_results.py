@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import OrderedDict
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 import aiohttp
 import orjson
@@ -133,8 +133,8 @@ def ties(batch: Any) -> tuple[str, str] | None:
 # -- kept in the state store too, for the results read after a restart ----------------------
 
 TOOLS_LOG = "batch-tools:"
-_APIS = frozenset(get_args(ApiName))
 OUTPUT_LOG = "batch-output:"
+_APIS = frozenset(get_args(ApiName))
 
 
 async def remember(
@@ -220,10 +220,11 @@ def restored(entry: dict[str, Any]) -> dict[str, Expected] | None:
             return None
         toolsets.append(OpenToolset(tools) if form.get("open") else tools)
     expected: dict[str, Expected] = {}
-    for name, (api, position) in requests.items():
+    for name, pair in requests.items():
+        api, position = pair if isinstance(pair, list) and len(pair) == 2 else (None, None)
         if api not in _APIS or not isinstance(position, int) or not 0 <= position < len(toolsets):
             return None
-        expected[name] = (api, toolsets[position])
+        expected[name] = (cast(ApiName, api), toolsets[position])
     return expected
 
 
