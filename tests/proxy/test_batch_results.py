@@ -40,10 +40,9 @@ from tests.proxy.test_openai_batch_files import line as openai_line
 from turngate.adapters import get_adapter
 from turngate.adapters.base import RouteInfo
 from turngate.graph.schema_check import OpenToolset, ToolSchemas
-from turngate.proxy.batch_results import (
+from turngate.proxy.batch_results import ResultLines, checked_inline
+from turngate.proxy.batch_tools import (
     BatchToolsets,
-    ResultLines,
-    checked_inline,
     learn,
     recalled,
     remember,

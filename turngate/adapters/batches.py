@@ -98,12 +98,12 @@ def _anthropic(body: Mapping[str, Any]) -> Iterator[BatchEntry]:
 
 
 def _gemini(body: Mapping[str, Any], model: str) -> Iterator[BatchEntry]:
-    requests = _path(body, "batch", "inputConfig", "requests", "requests")
+    requests = json_path(body, "batch", "inputConfig", "requests", "requests")
     if not isinstance(requests, list):
         return
     for index, entry in enumerate(requests):
         if isinstance(entry, dict) and isinstance(entry.get("request"), dict):
-            key = _path(entry, "metadata", "key")
+            key = json_path(entry, "metadata", "key")
             where = f"batch.inputConfig.requests.requests[{index}]"
             yield _gemini_entry(where, key, entry["request"], model)
 
@@ -140,7 +140,8 @@ def _gemini_entry(where: str, key: Any, request: dict[str, Any], model: str | No
     return BatchEntry("gemini", where, name, request, RouteInfo(model=chosen, stream=False))
 
 
-def _path(value: Any, *keys: str) -> Any:
+def json_path(value: Any, *keys: str) -> Any:
+    """``value[keys[0]][keys[1]]...``, or None where an object or a key is missing."""
     for key in keys:
         if not isinstance(value, dict):
             return None

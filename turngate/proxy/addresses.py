@@ -58,7 +58,7 @@ def _below(address: URL, prefix: Prefix) -> str | None:
 def names_results(route: RouteMatch) -> bool:
     """Whether ``route`` answers Anthropic message batches (created, retrieved, listed,
     cancelled), whose ``results_url`` names the provider's host."""
-    path = route.upstream_path_qs.split("?", 1)[0]
+    path = route.upstream_path
     return (
         route.provider == "anthropic"
         and (path == ANTHROPIC_BATCHES or path.startswith(ANTHROPIC_BATCHES + "/"))

@@ -26,27 +26,28 @@ before the application reads them.
 
 A batch's answers are read hours after it was sent, and an agent platform runs their tool
 calls as it would a chat answer's: a call whose input breaks its tool's schema must not be
-run. The tools are kept in this process (the last ``REMEMBERED`` batches) and in the state
-store's logs, for a restart or another replica; the results of a batch turngate did not see
-created are relayed unchecked.
+run. The tools are kept in this process and in the state store's logs (proxy/batch_tools.py),
+for a restart or another replica; the results of a batch turngate did not see created are
+relayed unchecked.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections import OrderedDict
-from typing import Any, Literal, cast, get_args
+from collections import Counter
+from typing import Any, Literal
 
 import aiohttp
 import orjson
 from aiohttp import web
 
 from turngate.adapters import get_adapter
-from turngate.adapters.batches import ANTHROPIC_BATCHES
+from turngate.adapters.batches import ANTHROPIC_BATCHES, json_path
 from turngate.errors import TurngateError
 from turngate.graph.model import ApiName
-from turngate.graph.schema_check import OpenToolset, ToolSchemas
+from turngate.graph.schema_check import ToolSchemas
+from turngate.proxy.batch_tools import BatchToolsets, Expected, learn, recalled
 from turngate.proxy.errors import name_the_rule
 from turngate.proxy.routes import RouteMatch
 from turngate.proxy.turn_check import check_turn
@@ -61,12 +62,6 @@ from turngate.state.store import StateStore
 from turngate.telemetry.prometheus import TELEMETRY
 
 log = logging.getLogger("turngate.proxy")
-# Batches whose requests' tools are kept, and their requests in all (a few hundred bytes
-# each); the least recently created forgotten first.
-REMEMBERED = 64
-REMEMBERED_REQUESTS = 100_000
-# What a request's answer is checked against: its API, and the tools it declared.
-Expected = tuple[ApiName, ToolSchemas]
 Form = Literal["anthropic", "openai", "gemini"]
 OPENAI_BATCH_OBJECTS = re.compile(r"/v1/batches(?:/[^/]+(?:/cancel)?)?")
 GEMINI_BATCH_OBJECT = re.compile(r"/(?:v1|v1beta|v1alpha)/(?P<batch>batches/[^/:]+)")
@@ -78,168 +73,18 @@ INTERNAL = 13
 OPENAI_FILE_CONTENT = re.compile(r"/v1/files/(?P<file>[^/]+)/content")
 
 
-class BatchToolsets:
-    """By batch (Anthropic: the batch's id; OpenAI: its input file's and then its output
-    file's), what each request's answer is checked against, by the request's name."""
-
-    def __init__(self, remembered: int = REMEMBERED, requests: int = REMEMBERED_REQUESTS) -> None:
-        self.remembered = remembered
-        self.requests = requests
-        self._batches: OrderedDict[str, dict[str, Expected]] = OrderedDict()
-        self._kept = 0
-        # An OpenAI batch's output file -> its input file.
-        self._outputs: OrderedDict[str, str] = OrderedDict()
-
-    def keep(self, key: str, expected: dict[str, Expected]) -> None:
-        self._kept -= len(self._batches.pop(key, {}))
-        self._batches[key] = expected
-        self._kept += len(expected)
-        # The newest batch is kept whatever its size (the body limit bounds it).
-        while len(self._batches) > 1 and (
-            len(self._batches) > self.remembered or self._kept > self.requests
-        ):
-            _oldest, forgotten = self._batches.popitem(last=False)
-            self._kept -= len(forgotten)
-
-    def get(self, key: str) -> dict[str, Expected] | None:
-        return self._batches.get(key) or self._batches.get(self._outputs.get(key, ""))
-
-    def tied(self, output: str) -> bool:
-        return output in self._outputs
-
-    def tie(self, output: str, source: str) -> None:
-        """Read ``output``'s results against ``source``'s requests."""
-        self._outputs[output] = source
-        self._outputs.move_to_end(output)
-        while len(self._outputs) > self.remembered:
-            self._outputs.popitem(last=False)
-
-
-def ties(batch: Any) -> tuple[str, str] | None:
-    """A batch's output file and its input file, when it names both: an OpenAI batch
-    object, or a Gemini batch (its operation, the batch in its metadata)."""
-    if not isinstance(batch, dict):
-        return None
-    output, source = batch.get("output_file_id"), batch.get("input_file_id")
-    if "output_file_id" not in batch:
-        source = _path(batch, "metadata", "inputConfig", "fileName")
-        output = _path(batch, "metadata", "output", "responsesFile")
-        output = output or _path(batch, "response", "responsesFile")
-    if isinstance(output, str) and isinstance(source, str):
-        return output, source
-    return None
-
-
-# -- kept in the state store too, for the results read after a restart ----------------------
-
-TOOLS_LOG = "batch-tools:"
-OUTPUT_LOG = "batch-output:"
-_APIS = frozenset(get_args(ApiName))
-
-
-async def remember(
-    toolsets: BatchToolsets,
-    store: StateStore,
-    key: str,
-    expected: dict[str, Expected],
-    *,
-    now: float,
-) -> None:
-    """Keep ``expected`` for the batch ``key``: in the process, and in the store."""
-    toolsets.keep(key, expected)
-    try:
-        await store.append_log(TOOLS_LOG + key, stored(expected), now=now, keep=1)
-    except Exception as exc:
-        log.warning("state store: a batch's tools not kept: %s", type(exc).__name__)
-
-
-async def recalled(
-    toolsets: BatchToolsets, store: StateStore, key: str
-) -> dict[str, Expected] | None:
-    """What the results of ``key`` (a batch, or an output file) are checked against: kept
-    in the process, or else in the store (written by this process before a restart, or by
-    another replica)."""
-    found = toolsets.get(key)
-    if found is not None:
-        return found
-    try:
-        tied = await store.read_log(OUTPUT_LOG + key, limit=1)
-        source = tied[0].get("input") if tied else key
-        entries = await store.read_log(TOOLS_LOG + str(source), limit=1)
-    except Exception as exc:
-        log.warning("state store: a batch's tools not read: %s", type(exc).__name__)
-        return None
-    expected = restored(entries[0]) if entries else None
-    if expected is not None:
-        toolsets.keep(str(source), expected)
-        if source != key:
-            toolsets.tie(key, str(source))
-    return expected
-
-
-async def learn(toolsets: BatchToolsets, store: StateStore, batch: Any, *, now: float) -> None:
-    """Tie a batch's output file to its input file's requests, once, in the store too."""
-    found = ties(batch)
-    if found is None or toolsets.tied(found[0]):
-        return
-    output, source = found
-    if await recalled(toolsets, store, source) is None:
-        return
-    toolsets.tie(output, source)
-    try:
-        await store.append_log(OUTPUT_LOG + output, {"input": source}, now=now, keep=1)
-    except Exception as exc:
-        log.warning("state store: a batch's output file not tied: %s", type(exc).__name__)
-
-
-def stored(expected: dict[str, Expected]) -> dict[str, Any]:
-    """``expected`` as JSON, each distinct toolset once (a batch's requests mostly share
-    theirs)."""
-    toolsets: list[dict[str, Any]] = []
-    seen: dict[bytes, int] = {}
-    requests: dict[str, list[Any]] = {}
-    for name, (api, tools) in expected.items():
-        form = {"open": isinstance(tools, OpenToolset), "tools": dict(tools)}
-        blob = orjson.dumps(form, option=orjson.OPT_SORT_KEYS)
-        if blob not in seen:
-            seen[blob] = len(toolsets)
-            toolsets.append(form)
-        requests[name] = [api, seen[blob]]
-    return {"toolsets": toolsets, "requests": requests}
-
-
-def restored(entry: dict[str, Any]) -> dict[str, Expected] | None:
-    """``stored``'s inverse; None for an entry that is not one."""
-    forms, requests = entry.get("toolsets"), entry.get("requests")
-    if not isinstance(forms, list) or not isinstance(requests, dict):
-        return None
-    toolsets: list[ToolSchemas] = []
-    for form in forms:
-        tools = form.get("tools") if isinstance(form, dict) else None
-        if not isinstance(tools, dict):
-            return None
-        toolsets.append(OpenToolset(tools) if form.get("open") else tools)
-    expected: dict[str, Expected] = {}
-    for name, pair in requests.items():
-        api, position = pair if isinstance(pair, list) and len(pair) == 2 else (None, None)
-        if api not in _APIS or not isinstance(position, int) or not 0 <= position < len(toolsets):
-            return None
-        expected[name] = (cast(ApiName, api), toolsets[position])
-    return expected
-
-
 def results_of(route: RouteMatch, method: str) -> tuple[Form, str] | None:
     """The results ``route`` reads (their form, and the batch or file they are of)."""
     if method != "GET":
         return None
     if route.provider == "anthropic":
-        path = route.upstream_path_qs.split("?", 1)[0]
+        path = route.upstream_path
         head, _, batch = path.removesuffix("/results").rpartition("/")
         if path.endswith("/results") and head == ANTHROPIC_BATCHES and batch:
             return "anthropic", batch
         return None
     if route.provider == "gemini":
-        found = GEMINI_DOWNLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0])
+        found = GEMINI_DOWNLOAD.fullmatch(route.upstream_path)
         return ("gemini", found["file"]) if found is not None else None
     found = OPENAI_FILE_CONTENT.fullmatch(route.openai_path or "")
     return ("openai", found["file"]) if found is not None else None
@@ -249,7 +94,7 @@ def gemini_batch(route: RouteMatch, method: str) -> str | None:
     """The Gemini batch (``batches/...``) a GET of ``route`` retrieves, or None."""
     if route.provider != "gemini" or method != "GET":
         return None
-    found = GEMINI_BATCH_OBJECT.fullmatch(route.upstream_path_qs.split("?", 1)[0])
+    found = GEMINI_BATCH_OBJECT.fullmatch(route.upstream_path)
     return found["batch"] if found is not None else None
 
 
@@ -258,12 +103,12 @@ def checked_inline(batch: dict[str, Any], expected: dict[str, Expected]) -> list
     ``metadata.key``, or its place): one whose calls its tools refuse becomes an error.
     The names of those withheld."""
     withheld: list[str] = []
-    for output in (_path(batch, "metadata", "output"), _path(batch, "response")):
-        answers = _path(output, "inlinedResponses", "inlinedResponses")
+    for output in (json_path(batch, "metadata", "output"), json_path(batch, "response")):
+        answers = json_path(output, "inlinedResponses", "inlinedResponses")
         for index, entry in enumerate(answers if isinstance(answers, list) else []):
             if not isinstance(entry, dict) or not isinstance(entry.get("response"), dict):
                 continue
-            key = _path(entry, "metadata", "key")
+            key = json_path(entry, "metadata", "key")
             name = key if isinstance(key, str) else f"#{index}"
             found = expected.get(name)
             refusal = None if found is None else _refused(entry["response"], *found)
@@ -272,12 +117,6 @@ def checked_inline(batch: dict[str, Any], expected: dict[str, Expected]) -> list
                 entry["error"] = {"code": INTERNAL, "message": refusal}
                 withheld.append(name)
     return withheld
-
-
-def _path(value: Any, *keys: str) -> Any:
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
 
 
 def _refused(answer: dict[str, Any], api: ApiName, tools: ToolSchemas) -> str | None:
@@ -456,9 +295,8 @@ async def checked_gemini_batch(
 
 def _count_withheld(request: web.Request, withheld: list[tuple[str, ApiName]]) -> None:
     telemetry = request.app.get(TELEMETRY)
-    for api in dict.fromkeys(api for _name, api in withheld):
-        if telemetry is not None:
-            count = sum(1 for _name, each in withheld if each == api)
+    if telemetry is not None:
+        for api, count in Counter(api for _name, api in withheld).items():
             telemetry.metrics.results_withheld(api, count)
     log.warning(
         "withheld %d results of a batch, their tool calls refused: %s",

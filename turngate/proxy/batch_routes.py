@@ -22,9 +22,9 @@ from turngate.proxy.batch_results import (
     gemini_batch,
     learned_batches,
     names_batches,
-    recalled,
     results_of,
 )
+from turngate.proxy.batch_tools import recalled
 from turngate.proxy.batches import checked_batch
 from turngate.proxy.gemini_uploads import checked_gemini_upload
 from turngate.proxy.openai_uploads import checked_openai_upload
@@ -39,7 +39,7 @@ async def batch_route(
 ) -> web.StreamResponse | None:
     """The answer to a batch route, or None for a route turngate relays unread."""
     if route.batch is not None:
-        if GEMINI_UPLOAD.fullmatch(route.upstream_path_qs.split("?", 1)[0]):
+        if GEMINI_UPLOAD.fullmatch(route.upstream_path):
             return await checked_gemini_upload(request, route, services)
         if OPENAI_UPLOADS.fullmatch(route.openai_path or ""):
             return await checked_openai_upload(request, route, services)

@@ -36,7 +36,7 @@ from turngate.graph.model import ApiName
 from turngate.graph.schema_check import ToolSchemas
 from turngate.policies import trust
 from turngate.policies.modes import decide
-from turngate.proxy.batch_results import Expected, remember
+from turngate.proxy.batch_tools import Expected, remember
 from turngate.proxy.body import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, decode_json, read_body
 from turngate.proxy.dispatch import InternalError, refuse_invalid
 from turngate.proxy.errors import error_response

@@ -32,7 +32,7 @@ from turngate.proxy.services import Services
 from turngate.proxy.upstream import relay
 
 log = logging.getLogger("turngate.proxy")
-TOO_LARGE = "the file is larger than --max-body-bytes, or its pieces no longer fit in it"
+OUTGROWN = "the file is larger than --max-body-bytes, or its pieces no longer fit in it"
 
 
 async def checked_gemini_upload(
@@ -63,12 +63,12 @@ async def checked_gemini_upload(
     declared = request.content_length
     if declared is None or declared > room:
         if kept.drop(key) or _starts_a_batch_file(head):
-            unchecked(request, "gemini", TOO_LARGE)
+            unchecked(request, "gemini", OUTGROWN)
         return await relay(request, route, services.session, head=head)
     raw = head + await read_body(request, room, only_json=False)
     if not final:
         for dropped in kept.add(key, raw):
-            unchecked(request, "gemini", TOO_LARGE)
+            unchecked(request, "gemini", OUTGROWN)
             log.warning("the pieces of the upload %s are no longer kept", dropped.split("?")[0])
         return await relay(request, route, services.session, read=raw)
     entries = gemini_file(kept.take(key) + raw if offset else raw)

@@ -78,10 +78,15 @@ class RouteMatch:
         return self.prefix.provider
 
     @cached_property
+    def upstream_path(self) -> str:
+        """The upstream path, still percent-encoded, without the query string."""
+        return self.upstream_path_qs.split("?", 1)[0]
+
+    @cached_property
     def openai_path(self) -> str | None:
         """The upstream path (raw, no query) as the OpenAI API names it (``/v1/...``), on
         the openai provider's prefixes, Azure's included; None elsewhere."""
-        return _openai_named(self.prefix, self.upstream_path_qs.split("?", 1)[0])
+        return _openai_named(self.prefix, self.upstream_path)
 
     @cached_property
     def upstream_url(self) -> URL:

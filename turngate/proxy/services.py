@@ -23,7 +23,7 @@ from turngate.graph.model import ApiName
 from turngate.policies.config import BUILTIN_POLICY, Policy, PolicyFile
 from turngate.policies.pins import AdapterRegistry
 from turngate.policies.tokens import TokenCache
-from turngate.proxy.batch_results import BatchToolsets
+from turngate.proxy.batch_tools import BatchToolsets
 from turngate.proxy.kept_uploads import KeptUploads
 from turngate.proxy.observe import OperationTelemetry, quiet_operations
 from turngate.proxy.replies import Replies

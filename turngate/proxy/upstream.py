@@ -211,11 +211,20 @@ async def exchange(
         body = await upstream.read()
         status, reason = upstream.status, upstream.reason
         headers = inbound_headers(upstream.headers)
+    body = _pointed_back(request, route, headers, body)
+    return web.Response(status=status, reason=reason, body=body, headers=headers)
+
+
+def _pointed_back(
+    request: web.Request, route: RouteMatch, headers: CIMultiDict[str], body: bytes
+) -> bytes:
+    """An answer's provider addresses (in ``headers``, and in ``body``) pointed back through
+    turngate, as the client reached it (proxy/addresses.py); the body as it then reads."""
     origin = f"{request.scheme}://{request.host}"
     back_through(headers, route.prefix, origin)
-    if names_results(route):
-        body = results_back_through(body, route.prefix, origin)
-    return web.Response(status=status, reason=reason, body=body, headers=headers)
+    if body and names_results(route):
+        return results_back_through(body, route.prefix, origin)
+    return body
 
 
 def answer_object(response: web.Response) -> dict[str, Any]:
@@ -328,15 +337,15 @@ async def _relay_response(
 ) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     headers = inbound_headers(upstream.headers)
-    origin = f"{request.scheme}://{request.host}"
-    back_through(headers, route.prefix, origin)
-    response.headers.extend(headers)
-    head = b""
+    head, whole = b"", False
     if names_results(route):
         head, whole = await _head_of(upstream, ADDRESSED_BODY_LIMIT)
-        if whole:
-            head = results_back_through(head, route.prefix, origin)
-            response.content_length = len(head)
+    # A body read only in part is relayed as it is.
+    pointed = _pointed_back(request, route, headers, head if whole else b"")
+    if whole:
+        head = pointed
+        response.content_length = len(head)
+    response.headers.extend(headers)
     await response.prepare(request)
     watch = IdleWatch.take_over(upstream)
     try:
