@@ -1,5 +1,6 @@
 """Every kind the installed official SDKs can put in a request is known to its adapter and
-comes back from parse -> render unchanged.
+comes back from parse -> render unchanged; every kind their answers declare is known to the
+answer's check.
 
 The kinds are read from the SDKs' own types (tests/adapters/sdk_types.py), so a new SDK
 release that adds a block, an item, a part or a field fails here, naming it, before an
@@ -15,18 +16,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from anthropic.types import Message
+from anthropic.types.beta import BetaMessage
 from anthropic.types.beta.beta_message_param import BetaMessageParam
 from anthropic.types.message_param import MessageParam
 from google import genai
 from google.genai import types as genai_types
 from openai.types.chat import ChatCompletionMessageParam
+from openai.types.responses import Response
 from openai.types.responses.response_input_param import ResponseInputParam
 
 from tests.adapters.sdk_types import hints, instance, item_kinds, kinds, literal
 from tests.proxy.fake_upstream import FakeUpstream, Reply
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 from turngate.adapters import get_adapter
-from turngate.graph.model import MessageSequence, UnknownBlock
+from turngate.graph.model import AnyBlock, MessageSequence, UnknownBlock
+from turngate.graph.turn import AssistantTurn
 
 FORMS = {"required keys": False, "every key": True}
 # Parts whose required keys alone say nothing usable (an image with no image, a file with no
@@ -41,12 +46,15 @@ USABLE = {
 REFUSED_CHAT_ROLES = {"function"}
 
 
-def unknown_kinds(seq: MessageSequence) -> list[str]:
+def unknown_kinds(seq: MessageSequence | AssistantTurn) -> list[str]:
+    if isinstance(seq, AssistantTurn):
+        blocks: list[AnyBlock] = list(seq.blocks)
+    else:
+        blocks = [block for message in seq.messages for block in message.blocks]
     found = []
-    for message in seq.messages:
-        for block in message.blocks:
-            parts = [block, *getattr(block, "content", ())]
-            found += [p.native_type for p in parts if isinstance(p, UnknownBlock)]
+    for block in blocks:
+        parts = [block, *getattr(block, "content", ())]
+        found += [p.native_type for p in parts if isinstance(p, UnknownBlock)]
     return found
 
 
@@ -199,3 +207,41 @@ async def test_gemini_parts(aiohttp_server: Any, field: str, full: bool):
     sent = received.json()
     assert len(sent["contents"][1]["parts"][0]) >= 1, f"the SDK sent no part for {field}"
     assert_known_and_kept("gemini", sent)
+
+
+def answer_cases() -> Iterator[Any]:
+    for message in (Message, BetaMessage):
+        for block in item_kinds(message.model_fields["content"].annotation):
+            yield pytest.param("anthropic", block, id=f"anthropic-{name_of(block)}")
+    for item in item_kinds(Response.model_fields["output"].annotation):
+        yield pytest.param("openai_responses", item, id=f"responses-{name_of(item)}")
+
+
+ANSWERS = {
+    "anthropic": {
+        "id": "msg_sdk1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    },
+    "openai_responses": {
+        "id": "resp_sdk1",
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-5",
+        "status": "completed",
+    },
+}
+
+
+@pytest.mark.parametrize("full", FORMS.values(), ids=FORMS.keys())
+@pytest.mark.parametrize(("api", "kind"), list(answer_cases()))
+def test_answer_kinds(api: str, kind: Any, full: bool):
+    value = instance(kind, full=full)
+    if "call_id" in kind.model_fields:
+        value["call_id"] = "call_sdk_1"  # declared optional; what ties an output to its call
+    field = "content" if api == "anthropic" else "output"
+    turn = get_adapter(api).parse_response({**ANSWERS[api], field: [value]})
+    assert unknown_kinds(turn) == [], f"{api} answers with a kind turngate does not know: {value}"
