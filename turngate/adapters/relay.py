@@ -282,7 +282,9 @@ class StreamRelay:
             return self._write(self._fail(exc, generation))
         return self._frames(lane, frames, generation)
 
-    def finish(self) -> tuple[bytes, AssistantTurn | StreamFailed]:
+    def finish(self, cause: str | None = None) -> tuple[bytes, AssistantTurn | StreamFailed]:
+        """The bytes that end the client's stream, and the turn or why there is none
+        (``cause``: why the upstream's connection ended, when it broke)."""
         self._end_run()
         lane = self._lane(self.generation)
         try:
@@ -293,7 +295,7 @@ class StreamRelay:
             out = self._write(self._fail(exc, None))
         else:
             out = self._frames(lane, frames, None)
-        outcome = self.assembler.finish()
+        outcome = self.assembler.finish(cause)
         if isinstance(outcome, StreamFailed):
             if not self._failure_written:
                 self._failure_written = True

@@ -346,8 +346,10 @@ class StreamAssembler:
             error = wrapped
         return self._fail(error)
 
-    def finish(self) -> AssistantTurn | StreamFailed:
-        """The connection ended: the canonical turn, or why there is none."""
+    def finish(self, cause: str | None = None) -> AssistantTurn | StreamFailed:
+        """The connection ended: the canonical turn, or why there is none. ``cause``: why the
+        connection ended (a read timeout, a broken connection), added to a truncation's
+        message so the client learns what happened upstream."""
         if self._turn is not None:
             return self._turn
         if self._error is not None:
@@ -367,6 +369,8 @@ class StreamAssembler:
             message = f"stream ended mid-turn (open blocks: {open_blocks or 'none'})"
         else:
             message = "stream ended before the response started"
+        if cause is not None:
+            message = f"{message}: {cause}"
         self._fail(StreamFailed(message, rule=STREAM_TRUNCATED))
         assert self._error is not None
         return self._error

@@ -45,6 +45,7 @@ from turngate.proxy.upstream import (
     abort,
     inbound_headers,
     outbound_headers,
+    silence,
 )
 from turngate.state.machine import Transition
 
@@ -246,6 +247,8 @@ class StreamSession:
         self.writes = 0
         # Previews go out as the relay gives them (neither shadow mode nor ``buffer``).
         self._previews = not (plan.observe_only or plan.buffer)
+        # Why the last upstream read broke (told to the client with the truncation).
+        self._broken: str | None = None
 
     # --- one attempt ----------------------------------------------------------------------
 
@@ -305,6 +308,7 @@ class StreamSession:
         self, owner: StreamOwner, upstream: aiohttp.ClientResponse, head: bytes = b""
     ) -> tuple[Stop, int]:
         received = len(head)
+        self._broken = None
         if head:
             stop = await self._step(owner, head)
             if stop is not None:
@@ -367,7 +371,8 @@ class StreamSession:
                     watch.waiting_since = watch.clock()
         except TRANSPORT_ERRORS as exc:
             received = _arrived(upstream, received)
-            log.info("upstream stream broke (%s) after %d bytes", type(exc).__name__, received)
+            self._broken = broken_because(exc, None if watch is None else watch.timeout)
+            log.info("upstream stream broke (%s) after %d bytes", self._broken, received)
         else:
             return Stop.EOF, _arrived(upstream, received)
         finally:
@@ -426,7 +431,7 @@ class StreamSession:
         if stop in (Stop.DROPPED, Stop.EOF) and nothing and self.retries == 0:
             await owner.move(Transition.FAIL, detail=RETRIED)
             return StreamEnd.RETRY
-        tail, outcome = relay.finish()
+        tail, outcome = relay.finish(self._broken if stop is Stop.DROPPED else None)
         if isinstance(outcome, AssistantTurn):
             if not await owner.commit(outcome):
                 return await self._superseded(owner, "its commit was refused by the state store")
@@ -606,6 +611,16 @@ async def _finish_body(upstream: aiohttp.ClientResponse) -> None:
                 left -= len(chunk)
     except TRANSPORT_ERRORS:
         return
+
+
+def broken_because(exc: BaseException, read_timeout: float | None) -> str:
+    """Why an upstream read broke, in the words the client's error event gets. A timeout is
+    the idle watch's or, when it fired before the watch took over, aiohttp's own."""
+    if isinstance(exc, asyncio.TimeoutError):
+        if read_timeout is None:
+            return "the upstream read timed out (--upstream-read-timeout)"
+        return silence(read_timeout)
+    return f"the provider's connection broke ({type(exc).__name__})"
 
 
 def _buffered(upstream: aiohttp.ClientResponse) -> bytes:

@@ -323,13 +323,20 @@ class IdleWatch:
         if self.loop.time() < due:
             self._timer = self.loop.call_at(due, self._check)
             return
-        self._upstream.content.set_exception(
-            aiohttp.ServerTimeoutError("Timeout on reading data from socket")
-        )
+        self._upstream.content.set_exception(aiohttp.ServerTimeoutError(silence(self._timeout)))
         self._upstream.close()
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
 
     def stop(self) -> None:
         self._timer.cancel()
+
+
+def silence(timeout: float) -> str:
+    """What a read timeout of ``timeout`` seconds means, in the words a client is told."""
+    return f"the provider sent nothing for {timeout:g} s (--upstream-read-timeout)"
 
 
 async def _relay_response(
