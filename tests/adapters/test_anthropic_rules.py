@@ -222,6 +222,16 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_server_tool_result"],
     ),
     (
+        "a server tool call the conversation moved on from without its result (pydantic-ai #6401)",
+        body(
+            user("compute"),
+            assistant(server_tool_use("srvtoolu_01", "code_execution"), text("done")),
+            user("again?"),
+        ),
+        "REJECTED",
+        ["anthropic_server_tool_result"],
+    ),
+    (
         "a server tool id that is not srvtoolu_",
         body(
             user("news?"),
@@ -318,6 +328,18 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             assistant(server_tool_use("srvtoolu_01"), web_search_result("srvtoolu_01"), text("a")),
             user("thanks"),
         ),
+    ),
+    (
+        "server and client tools mixed, the client results sent: the server call runs next",
+        body(
+            user("news and weather?"),
+            assistant(server_tool_use("srvtoolu_01"), tool_use("toolu_1")),
+            user(tool_result("toolu_1")),
+        ),
+    ),
+    (
+        "a paused server tool loop resent as the final assistant message (pause_turn)",
+        body(user("research this"), assistant(server_tool_use("srvtoolu_01"))),
     ),
     (
         "server and client tools mixed: the server result arrives after the client results",

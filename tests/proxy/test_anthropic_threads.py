@@ -258,7 +258,10 @@ async def test_a_paused_turn_resumed_in_its_thread_is_one_turn(stack: Stack):
     search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}
     search["input"] = {"query": "capital of France"}
     paused = message("msg_1", [{"type": "text", "text": "Let me search. "}, search], "pause_turn")
-    resumed = said("msg_2", "It is Paris.")
+    # The resumed turn opens with the paused search's result: Anthropic refuses a history
+    # whose server call never got one (rule anthropic_server_tool_result).
+    found = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    resumed = message("msg_2", [found, {"type": "text", "text": "It is Paris."}], "end_turn")
     # Both streamed: the resumed turn starts with the paused one as turngate relayed it.
     stack.upstream.replies(
         claude_stream(paused), claude_stream(resumed), Reply.json(said("msg_3", "Ok"))

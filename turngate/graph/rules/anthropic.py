@@ -9,7 +9,9 @@ merged as the API merges them). These rules add what only Anthropic enforces:
                                    and a compaction is sent first in place of what it summarizes)
     anthropic_empty_content        no empty message but a final assistant one; no empty text block
     anthropic_server_tool_result   a ``*_tool_result`` follows its ``server_tool_use`` in the same
-                                   assistant turn and a server tool is never answered by tool_result
+                                   assistant turn, a server tool is never answered by tool_result,
+                                   and no turn the conversation moved on from leaves a
+                                   ``server_tool_use`` without its result
     anthropic_server_tool_id       (code ``invalid_call_id``) server tool ids match ``srvtoolu_…``
     anthropic_thinking_first       thinking enabled: an open tool loop's assistant turn starts with
                                    thinking or redacted_thinking
@@ -154,16 +156,28 @@ def server_tool_results(seq: MessageSequence) -> list[Violation]:
         for _m, b in seq.blocks()
         if isinstance(b, ServerToolBlock) and b.phase == "call" and b.call_id
     }
+    # A call whose result sits elsewhere (a user message, a later turn) is reported there.
+    answered = {
+        b.call_id
+        for _m, b in seq.blocks()
+        if isinstance(b, ServerToolBlock) and b.phase != "call" and b.call_id
+    }
     loop_calls: set[str] = set()
+    # The loop's calls whose result has not come yet (a turn that mixes server and client
+    # tools runs its server calls after the client's results: they resolve later in the loop).
+    unresolved: dict[str, tuple[Message, ServerToolBlock]] = {}
     for message in _conversation(seq):
         if message.role == "user" and not any(
             isinstance(b, ToolResultBlock) for b in message.blocks
         ):
+            out.extend(_left_unresolved(unresolved, answered))
             loop_calls = set()
+            unresolved = {}
         for block in message.blocks:
             if isinstance(block, ServerToolBlock) and block.call_id:
                 if block.phase == "call":
                     loop_calls.add(block.call_id)
+                    unresolved[block.call_id] = (message, block)
                 elif message.role != "assistant":
                     out.append(
                         violation(
@@ -185,6 +199,8 @@ def server_tool_results(seq: MessageSequence) -> list[Violation]:
                             block,
                         )
                     )
+                else:
+                    unresolved.pop(block.call_id, None)
             elif isinstance(block, ToolResultBlock) and block.call_id in server_calls:
                 out.append(
                     violation(
@@ -196,6 +212,24 @@ def server_tool_results(seq: MessageSequence) -> list[Violation]:
                     )
                 )
     return out
+
+
+def _left_unresolved(
+    unresolved: dict[str, tuple[Message, ServerToolBlock]], answered: set[str]
+) -> Iterator[Violation]:
+    """The server calls of an assistant turn the conversation moved on from without their
+    results (Anthropic: "`code_execution` tool use with id … was found without a
+    corresponding `code_execution_tool_result` block")."""
+    for call_id, (message, block) in unresolved.items():
+        if call_id in answered:
+            continue
+        yield violation(
+            SERVER_TOOL_RESULT,
+            f"server tool call {block.name} '{call_id}' has no result in its assistant turn, "
+            "and a user message moved the conversation on without it",
+            message,
+            block,
+        )
 
 
 @rule(SERVER_TOOL_ID)
