@@ -1,0 +1,719 @@
+"""The failures users reported against other gateways and SDKs (../shared/field-failures.md),
+each replayed through turngate with the official SDK the report involved.
+
+One test per report (two share one where a single stream shows both), named after it;
+docs/field-failures.md maps each report to what turngate does and to its test. What every
+test asserts is what the user would have seen: the SDK's exception and its rule code, the
+calls the application got, and what the provider received (nothing, for a refusal).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import anthropic
+import openai
+import orjson
+import pytest
+from google.genai import errors as genai_errors
+
+from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
+from tests.proxy.conftest import StackFactory
+from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import (
+    WEATHER,
+    anthropic_sdk,
+    claude_answer,
+    genai_sdk,
+    openai_sdk,
+)
+from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING, sdk_kwargs
+from tests.proxy.stack import Stack
+from turngate.proxy.upstream import UpstreamTimeouts
+
+pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
+
+CLAUDE = "claude-haiku-4-5-20251001"
+TOOL = {"type": "function", "function": WEATHER}
+
+
+def recorded(relative: str) -> dict[str, Any]:
+    value = load_json(FIXTURES_DIR / relative)
+    assert isinstance(value, dict)
+    return value
+
+
+def refused(stack: Stack, error: Exception, rule: str, *names: str) -> str:
+    """The refusal's message, checked: it names ``rule`` and ``names``, and nothing was sent."""
+    message = str(error)
+    assert rule in message, message
+    for name in names:
+        assert name in message, message
+    assert stack.upstream.received == [], "a refused request reached the provider"
+    return message
+
+
+def claude_call(call_id: str, city: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "get_weather", "input": {"city": city}}
+
+
+def claude_result(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": "sunny"}
+
+
+CLAUDE_TOOLS = [{"name": "get_weather", "input_schema": WEATHER["parameters"]}]
+# The tool the recorded parallel stream (cc-parallel-2-tool-use-with-args.sse) calls.
+RECORDED_TOOLS = [{"name": "weather", "input_schema": {"type": "object"}}]
+
+
+def chat_call(call_id: str, arguments: str) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": arguments},
+    }
+
+
+def chat_chunks(*deltas: dict[str, Any], finish: str | None = None, done: bool = True) -> Reply:
+    """A Chat stream of ``deltas``, then ``finish`` and ``[DONE]`` when given."""
+    envelope = {"id": "chatcmpl-ff", "object": "chat.completion.chunk", "model": "gpt-4o"}
+    frames = [
+        {**envelope, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas
+    ]
+    if finish is not None:
+        frames.append({**envelope, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    body = b"".join(b"data: " + orjson.dumps(f) + b"\n\n" for f in frames)
+    return Reply(
+        body=body + (b"data: [DONE]\n\n" if done else b""), content_type="text/event-stream"
+    )
+
+
+async def chat_stream_reading(
+    client: openai.AsyncOpenAI, **kwargs: Any
+) -> tuple[list[Any], Exception | None]:
+    """The tool-call deltas a streaming Chat client received, and the error it ended with."""
+    calls: list[Any] = []
+    try:
+        stream = await client.chat.completions.create(stream=True, **kwargs)
+        async for chunk in stream:
+            for choice in chunk.choices:
+                calls += choice.delta.tool_calls or []
+    except openai.OpenAIError as exc:
+        return calls, exc
+    return calls, None
+
+
+async def claude_stream_reading(
+    client: anthropic.AsyncAnthropic, **kwargs: Any
+) -> tuple[list[str], Exception | None]:
+    """The kinds of the blocks a streaming Anthropic client saw start, and its error."""
+    seen: list[str] = []
+    try:
+        async with client.messages.stream(**kwargs) as events:
+            async for event in events:
+                if event.type == "content_block_start":
+                    seen.append(event.content_block.type)
+    except anthropic.AnthropicError as exc:
+        return seen, exc
+    return seen, None
+
+
+def client_create_of() -> Any:
+    """``messages.create``, whose signature names what ``messages.stream`` takes."""
+    return anthropic.AsyncAnthropic(api_key="k").messages.create
+
+
+# 1 -----------------------------------------------------------------------------------------
+
+
+async def test_litellm_25669_tool_results_are_never_stripped(make_stack: StackFactory):
+    """LiteLLM #25669: an orphan check that missed Anthropic `tool_use` blocks stripped every
+    `tool_result`, and the model ran the same tools forever. turngate repairs nothing: a
+    valid history goes up as sent; a result with no call is refused, not dropped."""
+    stack = await make_stack()
+    request = recorded("anthropic/pai-nonstream-after-4-tool-results.request.json")
+    stack.upstream.reply(Reply.fixture("anthropic/pai-nonstream-after-4-tool-results.json"))
+    async with anthropic_sdk(stack) as client:
+        await client.messages.create(**sdk_kwargs(client.messages.create, request))
+        (received,) = stack.upstream.received
+        assert received.json()["messages"] == request["messages"]
+        results = [b for b in request["messages"][-1]["content"] if b["type"] == "tool_result"]
+        assert len(results) == 4
+
+        stack.upstream.received.clear()
+        orphaned = copy.deepcopy(request)
+        del orphaned["messages"][-2]  # the assistant turn holding the calls
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(**sdk_kwargs(client.messages.create, orphaned))
+    refused(stack, caught.value, "orphan_result", results[0]["tool_use_id"])
+
+
+# 2 and 3 -----------------------------------------------------------------------------------
+
+
+def _cut_inside_first_arguments(stream: bytes) -> int:
+    """The byte offset halfway through the stream's first `input_json_delta`."""
+    at = stream.index(b'"input_json_delta"')
+    return at + (stream.index(b"\n\n", at) - at) // 2
+
+
+async def test_litellm_31067_a_broken_stream_is_never_continued_as_prose(make_stack: StackFactory):
+    """LiteLLM #31067: after a mid-stream failure the gateway appended a continuation prompt
+    and a prefill; the fallback wrote prose instead of tool calls and `tool_calls=[]` looked
+    like success. turngate sends nothing more upstream: the client gets the API's error, and
+    no call of the broken turn (its arguments were cut)."""
+    stack = await make_stack()
+    stream = (FIXTURES_DIR / "anthropic/cc-parallel-2-tool-use-with-args.sse").read_bytes()
+    stack.upstream.reply(
+        Reply(
+            body=stream,
+            content_type="text/event-stream",
+            drop_after=_cut_inside_first_arguments(stream),
+        )
+    )
+    async with anthropic_sdk(stack) as client:
+        seen, error = await claude_stream_reading(
+            client,
+            model=CLAUDE,
+            max_tokens=256,
+            tools=RECORDED_TOOLS,
+            messages=[{"role": "user", "content": "Weather in Paris and Rome?"}],
+        )
+    assert "tool_use" not in seen, "a call whose arguments were cut reached the client"
+    assert isinstance(error, anthropic.APIStatusError), error
+    assert "the provider's connection broke" in str(error)
+    assert len(stack.upstream.received) == 1, "turngate sent a continuation"
+
+
+async def test_litellm_27967_a_timeout_is_reported_as_a_timeout(make_stack: StackFactory):
+    """LiteLLM #27967: the hardcoded continuation prefill was refused by newer Claude models, so
+    users saw a prefill 400 instead of the timeout that happened. Through turngate the
+    client's error is the timeout, and the provider got one request, with no prefill."""
+    stack = await make_stack(timeouts=UpstreamTimeouts(connect=2.0, read=0.3))
+    stack.upstream.reply(Reply.fixture("anthropic/lla-text-only.sse", pace=1.0))
+    request = recorded("anthropic/lla-text-only.request.json")
+    kwargs = sdk_kwargs(client_create_of(), {k: v for k, v in request.items() if k != "stream"})
+    async with anthropic_sdk(stack) as client:
+        _, error = await claude_stream_reading(client, **kwargs)
+    assert isinstance(error, anthropic.APIStatusError), error
+    message = str(error)
+    assert "the provider sent nothing for 0.3 s (--upstream-read-timeout)" in message, message
+    assert "prefill" not in message
+    (received,) = stack.upstream.received
+    assert received.json()["messages"] == request["messages"]
+
+
+# 4 -----------------------------------------------------------------------------------------
+
+
+async def test_litellm_40582_concatenated_arguments_fail_loudly(make_stack: StackFactory):
+    """LiteLLM #40582: arguments made of several JSON objects failed to parse, the call was
+    dropped silently and the model retried the same shape 22 times. turngate refuses such a
+    call in a history (400, nothing sent) and never delivers it in an answer (502)."""
+    stack = await make_stack()
+    twice = '{"city": "Paris"}{"city": "Rome"}'
+    history = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [chat_call("call_1", twice)]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=history, tools=[TOOL])
+        refused(stack, caught.value, "incomplete_arguments", "call_1")
+
+        answer = {
+            "id": "chatcmpl-ff",
+            "object": "chat.completion",
+            "model": "gpt-4o",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [chat_call("call_2", twice)],
+                    },
+                }
+            ],
+        }
+        stack.upstream.reply(Reply.json(answer))
+        with pytest.raises(openai.APIStatusError) as answered:
+            await client.chat.completions.create(model="gpt-4o", messages=history[:1], tools=[TOOL])
+    assert answered.value.status_code == 502
+    assert "call_2" in str(answered.value)
+
+
+# 5 -----------------------------------------------------------------------------------------
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_litellm_22578_gemini_parallel_calls_keep_every_call(make_stack: StackFactory):
+    """LiteLLM #22578: merging Gemini's parallel calls kept only the last turn's calls, and the
+    provider answered "Missing corresponding tool call for tool response message". turngate
+    sends the parallel calls and their responses as they are; a response left without its
+    call is refused before sending."""
+    stack = await make_stack()
+    request = recorded("gemini/pai-nonstream-after-3-function-responses.request.json")
+    stack.upstream.reply(Reply.fixture("gemini/pai-nonstream-after-3-function-responses.json"))
+    client = genai_sdk(stack)
+    models = client.aio.models
+    calls = [
+        part
+        for content in request["contents"]
+        for part in content["parts"]
+        if "functionCall" in part
+    ]
+    assert len(calls) == 3
+    await models.generate_content(
+        model="gemini-3-flash-preview",
+        contents=request["contents"],
+        config={"tools": request["tools"]},
+    )
+    (received,) = stack.upstream.received
+    assert received.json()["contents"] == request["contents"]
+
+    stack.upstream.received.clear()
+    # What the merge did: the model turn keeps only its last call, every response stays.
+    merged = copy.deepcopy(request["contents"])
+    for content in merged:
+        made = [p for p in content["parts"] if "functionCall" in p]
+        if made:
+            content["parts"] = made[-1:]
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await models.generate_content(
+            model="gemini-3-flash-preview", contents=merged, config={"tools": request["tools"]}
+        )
+    await client.aio.aclose()
+    assert caught.value.code == 400
+    refused(stack, caught.value, "orphan_result")
+
+
+# 6 and 11 ----------------------------------------------------------------------------------
+
+
+def _partial_inputs(stream: bytes) -> dict[int, str]:
+    """Each block's `partial_json` pieces joined, by index, read from the recorded stream."""
+    joined: dict[int, str] = {}
+    for frame in stream.split(b"\n\n"):
+        for line in frame.split(b"\n"):
+            if line.startswith(b"data: ") and b"input_json_delta" in line:
+                event = orjson.loads(line[6:])
+                joined[event["index"]] = (
+                    joined.get(event["index"], "") + event["delta"]["partial_json"]
+                )
+    return joined
+
+
+async def test_envoy_1465_and_portkey_1275_streamed_calls_arrive_whole_and_each_its_own(
+    make_stack: StackFactory,
+):
+    """Envoy AI Gateway #1465: a streamed Claude call opens with `"input":{}`, and appending the
+    `partial_json` to it gave `{}{"location":…}`. Portkey #1275: one counter for several
+    streamed calls mis-indexed them. Through turngate each call's input is its own pieces,
+    whole, under its own id."""
+    stack = await make_stack()
+    path = FIXTURES_DIR / "anthropic/cc-parallel-2-tool-use-with-args.sse"
+    stack.upstream.reply(Reply.fixture("anthropic/cc-parallel-2-tool-use-with-args.sse"))
+    expected = _partial_inputs(path.read_bytes())
+    assert len(expected) == 2
+    async with (
+        anthropic_sdk(stack) as client,
+        client.messages.stream(
+            model=CLAUDE,
+            max_tokens=256,
+            tools=RECORDED_TOOLS,
+            messages=[{"role": "user", "content": "Weather in two cities?"}],
+        ) as events,
+    ):
+        final = await events.get_final_message()
+    calls = {i: b for i, b in enumerate(final.content) if b.type == "tool_use"}
+    assert {i: orjson.loads(expected[i]) for i in expected} == {
+        i: c.input for i, c in calls.items()
+    }
+    assert len({c.id for c in calls.values()}) == 2
+
+
+# 7 -----------------------------------------------------------------------------------------
+
+
+async def test_envoy_2467_nothing_turngate_does_not_know_is_dropped(make_stack: StackFactory):
+    """Envoy AI Gateway PR #2467: unsupported Anthropic tool types were silently dropped, and
+    requests failed in confusing ways. turngate relays a tool definition it has never seen
+    as it came, and refuses (never drops) a content block it does not know."""
+    stack = await make_stack()
+    stack.upstream.reply(claude_answer("done"))
+    future_tool = {"type": "teleport_20991231", "name": "teleport", "max_uses": 1}
+    messages = [{"role": "user", "content": "Go."}]
+    async with anthropic_sdk(stack) as client:
+        await client.messages.create(
+            model=CLAUDE,
+            max_tokens=64,
+            messages=messages,
+            tools=[*CLAUDE_TOOLS, future_tool],  # type: ignore[list-item]
+        )
+        (received,) = stack.upstream.received
+        assert received.json()["tools"] == [*CLAUDE_TOOLS, future_tool]
+
+        stack.upstream.received.clear()
+        unknown = [{"role": "user", "content": [{"type": "hologram", "frames": 3}]}]
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            await client.messages.create(model=CLAUDE, max_tokens=64, messages=unknown)  # type: ignore[list-item]
+    assert caught.value.status_code in (400, 409)
+    refused(stack, caught.value, "unknown_kind", "hologram")
+
+
+# 8 -----------------------------------------------------------------------------------------
+
+
+async def test_bifrost_1164_parallel_results_lead_the_next_user_turn(make_stack: StackFactory):
+    """Bifrost #1164: parallel tool results were not grouped into one user turn, and the
+    provider answered "Expected toolResult blocks at messages.2.content…". Anthropic merges
+    consecutive user messages into one turn, so results split over two of them are valid
+    and turngate sends them as they are (no regrouping of its own); a text between them
+    would come first in the merged turn, and that history is refused before sending, naming
+    the result it displaces."""
+    stack = await make_stack()
+    stack.upstream.reply(claude_answer("both sunny"))
+    calls = [claude_call("toolu_a", "Paris"), claude_call("toolu_b", "Rome")]
+    split = [
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": calls},
+        {"role": "user", "content": [claude_result("toolu_a")]},
+        {"role": "user", "content": [claude_result("toolu_b")]},
+    ]
+    async with anthropic_sdk(stack) as client:
+        await client.messages.create(
+            model=CLAUDE, max_tokens=64, messages=split, tools=CLAUDE_TOOLS
+        )  # type: ignore[arg-type]
+        (received,) = stack.upstream.received
+        assert received.json()["messages"] == split
+
+        stack.upstream.received.clear()
+        between = [*split[:3], {"role": "user", "content": "and Rome?"}, split[3]]
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=64, messages=between, tools=CLAUDE_TOOLS
+            )  # type: ignore[arg-type]
+    refused(stack, caught.value, "misplaced_result", "toolu_b")
+
+
+# 9, and earendil-works/pi #5964 ------------------------------------------------------------
+
+
+async def test_bifrost_3475_cut_arguments_never_reach_the_application(make_stack: StackFactory):
+    """Bifrost #3475: a stream dropped the trailing `}` of a call's arguments (earendil-works/pi
+    #5964: a partial-JSON parser then made a plausible object of the prefix). Through
+    turngate a call whose arguments do not complete is never delivered: the stream ends
+    with the API's error instead."""
+    stack = await make_stack()
+    stack.upstream.reply(
+        chat_chunks(
+            {"role": "assistant", "content": None},
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_cut",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Par'},
+                    }
+                ]
+            },
+            {"tool_calls": [{"index": 0, "function": {"arguments": 'is"'}}]},
+            finish="tool_calls",
+        )
+    )
+    async with openai_sdk(stack) as client:
+        calls, error = await chat_stream_reading(
+            client, model="gpt-4o", tools=[TOOL], messages=[{"role": "user", "content": "Paris?"}]
+        )
+    assert calls == [], "a call with cut arguments reached the application"
+    assert isinstance(error, openai.APIError), error
+    assert "call_cut" in str(error)
+
+
+# 10 ----------------------------------------------------------------------------------------
+
+
+def responses_stream(items: list[dict[str, Any]]) -> Reply:
+    """A Responses stream whose output is ``items``, each added and done whole, then completed."""
+    response = {
+        "id": "resp_ff",
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-5",
+        "status": "in_progress",
+        "output": [],
+    }
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": response}]
+    for index, item in enumerate(items):
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "status": "in_progress"},
+            }
+        )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append(
+        {
+            "type": "response.completed",
+            "response": {**response, "status": "completed", "output": items},
+        }
+    )
+    body = b"".join(
+        b"event: "
+        + e["type"].encode()
+        + b"\ndata: "
+        + orjson.dumps({**e, "sequence_number": n})
+        + b"\n\n"
+        for n, e in enumerate(events)
+    )
+    return Reply(body=body, content_type="text/event-stream")
+
+
+async def test_bifrost_4713_tool_search_items_and_the_completion_are_relayed(
+    make_stack: StackFactory,
+):
+    """Bifrost #4713: Responses streaming dropped `tool_search_call` items and the
+    `response.completed` after them; strict clients (Codex CLI) saw a stream with no end.
+    Through turngate the SDK's stream helper gets both and its final response."""
+    stack = await make_stack()
+    search = {
+        "type": "tool_search_call",
+        "id": "ts_ff",
+        "call_id": "call_ts",
+        "execution": "server",
+        "arguments": {"query": "weather"},
+        "status": "completed",
+    }
+    message = {
+        "type": "message",
+        "id": "msg_ff",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Found it.", "annotations": []}],
+    }
+    stack.upstream.reply(responses_stream([search, message]))
+    async with (
+        openai_sdk(stack) as client,
+        client.responses.stream(model="gpt-5", input="Find a weather tool.") as events,
+    ):
+        kinds = [event.type async for event in events]
+        final = await events.get_final_response()
+    assert "response.completed" in kinds
+    assert [item.type for item in final.output] == ["tool_search_call", "message"]
+
+
+# 12 ----------------------------------------------------------------------------------------
+
+
+async def test_pydantic_ai_4728_a_dangling_call_is_named_before_anything_is_sent(
+    make_stack: StackFactory,
+):
+    """pydantic-ai #4728: after a streaming timeout a dangling tool call "poisoned" the history
+    and every later run got a provider 400 until someone edited it by hand. turngate refuses
+    the history before sending, naming the unanswered call (what the user must fix)."""
+    stack = await make_stack()
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [chat_call("call_dangling", '{"city": "Paris"}')],
+        },
+        {"role": "user", "content": "Never mind, what about Rome?"},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=messages, tools=[TOOL])  # type: ignore[arg-type]
+    refused(stack, caught.value, "missing_result", "call_dangling")
+
+
+# 13 ----------------------------------------------------------------------------------------
+
+
+async def test_pydantic_ai_6401_a_server_call_without_its_result_is_refused(
+    make_stack: StackFactory,
+):
+    """pydantic-ai #6401: a hallucinated native `code_execution` call was replayed without its
+    result and Anthropic answered 400. turngate refuses it before sending, naming the call."""
+    stack = await make_stack()
+    call = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_ff1",
+        "name": "code_execution",
+        "input": {"code": "print(1)"},
+    }
+    messages = [
+        {"role": "user", "content": "Compute."},
+        {"role": "assistant", "content": [call, {"type": "text", "text": "Done."}]},
+        {"role": "user", "content": "Thanks. Again?"},
+    ]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(model=CLAUDE, max_tokens=64, messages=messages)  # type: ignore[arg-type]
+    refused(stack, caught.value, "anthropic_server_tool_result", "srvtoolu_ff1")
+
+
+# 14 ----------------------------------------------------------------------------------------
+
+
+async def test_openai_agents_1061_a_chained_request_must_answer_the_calls(make_stack: StackFactory):
+    """openai-agents-python #1061: runs chained with `previous_response_id` failed now and then
+    with "No tool output found for function call…": the output was never posted. turngate
+    remembers the calls of the response it relayed and refuses the chained request that
+    leaves one unanswered, before sending, naming it."""
+    stack = await make_stack()
+    answer = recorded("openai-responses/pai-nonstream-function-call.json")
+    request = recorded("openai-responses/pai-nonstream-function-call.request.json")
+    stack.upstream.reply(Reply.json(answer))
+    async with openai_sdk(stack) as client:
+        first = await client.responses.create(**sdk_kwargs(client.responses.create, request))
+        (call,) = [item for item in first.output if item.type == "function_call"]
+        stack.upstream.received.clear()
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(
+                model=request["model"],
+                previous_response_id=first.id,
+                tools=request["tools"],
+                input=[{"role": "user", "content": "And then?"}],
+            )
+    refused(stack, caught.value, "missing_result", call.call_id)
+
+
+# 15 ----------------------------------------------------------------------------------------
+
+
+async def test_vercel_4290_one_id_for_two_calls_is_refused_both_ways(make_stack: StackFactory):
+    """vercel/ai #4290 / #4936: after an interrupted call "ToolInvocation must have a result",
+    and Azure reused one tool-call id for several calls so results went to the wrong call.
+    turngate refuses a history with two calls under one id (400) and never delivers such an
+    answer (502)."""
+    stack = await make_stack()
+    twin = [chat_call("call_same", '{"city": "Paris"}'), chat_call("call_same", '{"city": "Rome"}')]
+    history = [
+        {"role": "user", "content": "Paris and Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": twin},
+        {"role": "tool", "tool_call_id": "call_same", "content": "sunny"},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=history, tools=[TOOL])  # type: ignore[arg-type]
+        refused(stack, caught.value, "duplicate_call_id", "call_same")
+
+        answer = {
+            "id": "chatcmpl-ff",
+            "object": "chat.completion",
+            "model": "gpt-4o",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {"role": "assistant", "content": None, "tool_calls": twin},
+                }
+            ],
+        }
+        stack.upstream.reply(Reply.json(answer))
+        with pytest.raises(openai.APIStatusError) as answered:
+            await client.chat.completions.create(model="gpt-4o", messages=history[:1], tools=[TOOL])  # type: ignore[arg-type]
+    assert answered.value.status_code == 502
+    assert "duplicate_call_id" in str(answered.value)
+
+
+# Also seen outside gateways ----------------------------------------------------------------
+
+
+async def test_hermes_agent_81017_a_stream_cut_after_the_tool_name_runs_nothing(
+    make_stack: StackFactory,
+):
+    """hermes-agent PR #81017: a stream died after the tool *name*, and the agent ran
+    `write_file` with `{}`. Through turngate the application gets no call at all."""
+    stack = await make_stack()
+    reply = chat_chunks(
+        {"role": "assistant", "content": None},
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_write",
+                    "type": "function",
+                    "function": {"name": "write_file", "arguments": ""},
+                }
+            ]
+        },
+        done=False,
+    )
+    stack.upstream.reply(
+        Reply(body=reply.body, content_type=reply.content_type, drop_after=len(reply.body))
+    )
+    write_file = {
+        "type": "function",
+        "function": {"name": "write_file", "parameters": {"type": "object"}},
+    }
+    async with openai_sdk(stack) as client:
+        calls, error = await chat_stream_reading(
+            client,
+            model="gpt-4o",
+            tools=[write_file],
+            messages=[{"role": "user", "content": "Save it."}],
+        )
+    assert calls == [], "the application got a call whose arguments never came"
+    assert error is not None
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_gemini_cli_3814_calls_and_responses_that_no_longer_match_are_named(
+    make_stack: StackFactory,
+):
+    """gemini-cli #3814 / #16984: after context compression the function calls and responses
+    no longer matched, with no recovery. turngate refuses such a history before sending and
+    names the call left without its response."""
+    stack = await make_stack()
+    contents = [
+        {"role": "user", "parts": [{"text": "Weather in Paris and Rome?"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+                {"functionCall": {"name": "get_weather", "args": {"city": "Rome"}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "get_weather", "response": {"r": "sunny"}}}],
+        },
+        {"role": "user", "parts": [{"text": "And tomorrow?"}]},
+    ]
+    tools = [{"functionDeclarations": [WEATHER]}]
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(
+            model="gemini-2.5-flash", contents=contents, config={"tools": tools}
+        )  # type: ignore[arg-type]
+    await client.aio.aclose()
+    assert caught.value.code == 400
+    refused(stack, caught.value, "missing_result", "get_weather")
+
+
+async def test_claude_code_1237_tool_use_without_its_result_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """anthropics/claude-code #1237 (and dozens of duplicates): "tool_use ids were found without
+    tool_result blocks immediately after". turngate refuses it before sending, naming the id
+    and the rule, instead of the provider's 400 after a round trip."""
+    stack = await make_stack()
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [claude_call("toolu_lost", "Paris")]},
+        {"role": "user", "content": "Hello?"},
+    ]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=64, messages=messages, tools=CLAUDE_TOOLS
+            )  # type: ignore[arg-type]
+    refused(stack, caught.value, "missing_result", "toolu_lost")
