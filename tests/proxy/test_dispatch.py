@@ -266,9 +266,11 @@ async def test_a_stream_cut_midway_breaks_the_client_stream_and_is_over(stack: S
 async def test_an_upstream_that_never_answers_times_out_as_unknown(make_stack: StackFactory):
     stack = await make_stack(timeouts=UpstreamTimeouts(connect=2.0, read=0.3))
     stack.upstream.reply(Reply(hang=True))
-    status, headers, _body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
+    status, headers, body = await post(stack, CHAT, fixture_bytes(TOOL_CALLS + ".request.json"))
     assert status == 504
     assert headers["Turngate-Rejection"] == "upstream_timeout"
+    # Which timeout, and the flag that sets it: an operator knows what to raise.
+    assert "within the read timeout (--upstream-read-timeout)" in body.decode()
     record = await operation(stack, headers["Turngate-Operation-Id"])
     assert states(record)[-2:] == ["SENT", "UNKNOWN"]
 

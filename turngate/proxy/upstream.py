@@ -104,8 +104,12 @@ def inbound_headers(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
 def unavailable(exc: BaseException) -> TurngateError:
     """A transport failure as the error the client sees (no URL: it may carry ``?key=``)."""
     if isinstance(exc, asyncio.TimeoutError):
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            why = "could not be connected to in time (the connect timeout)"
+        else:
+            why = "sent nothing within the read timeout (--upstream-read-timeout)"
         return UpstreamUnavailable(
-            "turngate: the upstream did not answer in time", rule="upstream_timeout", status=504
+            f"turngate: the upstream {why}", rule="upstream_timeout", status=504
         )
     if isinstance(exc, aiohttp.ClientHttpProxyError):
         return UpstreamUnavailable(
