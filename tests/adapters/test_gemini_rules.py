@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from tests.adapters.gemini_builders import body, call, check, model, parse, response, text, user
-from turngate.adapters.gemini import CAPABILITIES
+from turngate.adapters.base import RouteInfo
+from turngate.adapters.gemini import ADAPTER, CAPABILITIES
 from turngate.graph.validator import validate
 
 ASK = user(text("weather in Paris and Rome?"))
@@ -221,3 +222,67 @@ def test_role_markers_inside_a_function_response_object_are_a_finding():
     assert [b.role for _m, b in seq.blocks()] == ["user", "assistant", "tool"]
     refused = validate(seq, CAPABILITIES, role_forgery="refuse")
     assert refused.rules == ["role_forgery"]
+
+
+# --- thought signatures (Gemini 3) ------------------------------------------------------------
+
+SIGNED = {"thoughtSignature": "c2lnbmVk"}
+GEMINI_3 = "gemini-3-flash-preview"
+
+
+def weather_turn(signature: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Two parallel calls, the first with ``signature``'s field, and their responses."""
+    first = call("weather", {"city": "Paris"}, **(signature or {}))
+    return [
+        model(first, call("weather", {"city": "Rome"})),
+        user(response("weather"), response("weather")),
+    ]
+
+
+def rules_under(model_name: str, request: dict[str, Any]) -> list[str]:
+    seq = ADAPTER.parse_request(request, RouteInfo(model=model_name, stream=False))
+    return validate(seq, CAPABILITIES).rules
+
+
+PLACEHOLDER = {"thoughtSignature": "skip_thought_signature_validator"}
+SIGNATURES = [
+    ("the current turn's first call unsigned", GEMINI_3, weather_turn(), True),
+    ("signed first call, parallel calls after it bare", GEMINI_3, weather_turn(SIGNED), False),
+    ("the documented placeholder counts", GEMINI_3, weather_turn(PLACEHOLDER), False),
+    (
+        "the SDK's snake_case spelling counts",
+        GEMINI_3,
+        weather_turn({"thought_signature": "c2lnbmVk"}),
+        False,
+    ),
+    ("an earlier turn is not validated", GEMINI_3, [*weather_turn(), user(text("now?"))], False),
+    (
+        "every step of the current turn: the second step unsigned",
+        GEMINI_3,
+        [*weather_turn(SIGNED), *weather_turn()],
+        True,
+    ),
+    ("Gemini 2.5 does not validate signatures", "gemini-2.5-flash", weather_turn(), False),
+    ("a later family does", "gemini-3.1-pro-preview", weather_turn(), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("model_name", "contents", "refused"),
+    [pytest.param(m, c, r, id=case) for case, m, c, r in SIGNATURES],
+)
+def test_gemini_3_calls_of_the_current_turn_carry_their_signature(
+    model_name: str, contents: list[dict[str, Any]], refused: bool
+):
+    expected = ["gemini_thought_signature"] if refused else []
+    assert rules_under(model_name, body(ASK, *contents)) == expected
+
+
+def test_the_signature_refusal_quotes_gemini_and_names_the_call():
+    seq = ADAPTER.parse_request(
+        body(ASK, *weather_turn()), RouteInfo(model="gemini-3-pro-preview", stream=False)
+    )
+    (only,) = validate(seq, CAPABILITIES).violations
+    assert only.location == "contents[1]"
+    assert "Function call is missing a thought_signature in functionCall parts." in only.message
+    assert "(weather)" in only.message

@@ -106,3 +106,34 @@ async def test_invalid_sequences_raise_client_error_and_send_nothing(
     assert rule in str(raised.value)
     assert client.stack.upstream.received == []
     COUNTS["SDK refusals with zero upstream sends (gemini)"] += 1
+
+
+async def test_a_gemini_3_call_sent_back_without_its_signature_is_refused(client: Any):
+    # The history an application rebuilds from its own records, dropping the part's
+    # thoughtSignature: Gemini 3 would answer 400; turngate says so before sending.
+    request = load_json(
+        FIXTURES_DIR / "gemini/pai-nonstream-after-3-function-responses.request.json"
+    )
+    assert isinstance(request, dict)
+    contents = [
+        {
+            **content,
+            "parts": [
+                {k: v for k, v in part.items() if k != "thoughtSignature"}
+                for part in content["parts"]
+            ],
+        }
+        for content in request["contents"]
+    ]
+    with pytest.raises(errors.ClientError) as raised:
+        await call(
+            client.mode,
+            client.models_api.generate_content,
+            model="gemini-3-flash-preview",
+            contents=contents,
+            config=config_of(request),
+        )
+    assert raised.value.code == 400
+    assert raised.value.response.headers["Turngate-Rejection"] == "gemini_thought_signature"
+    assert "missing a thought_signature" in str(raised.value)
+    assert client.stack.upstream.received == []

@@ -26,6 +26,7 @@ CAPABILITIES = Capabilities(
         "gemini_call_turn_position",
         "gemini_response_turn_position",
         "gemini_response_count",
+        "gemini_thought_signature",
     ),
     request_rules=("gemini_stream_candidates",),
     tools_held_by=("cachedContent", "cached_content"),

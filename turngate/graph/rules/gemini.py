@@ -10,6 +10,8 @@ first content of the request may follow a call turn or a user turn that only the
 
 from __future__ import annotations
 
+import re
+
 from turngate.graph.model import Message, MessageSequence, ToolCallBlock, ToolResultBlock
 from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
@@ -25,6 +27,12 @@ _COUNT_TEXT = (
     "Please ensure that the number of function response parts is equal to the number of "
     "function call parts of the function call turn."
 )
+
+
+_SIGNATURE_TEXT = "Function call is missing a thought_signature in functionCall parts."
+_SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
+# The model family, from the route's model ("gemini-3-flash-preview", "models/gemini-3-pro").
+_FAMILY = re.compile(r"(?:^|/)gemini-(\d+)(?![\d])")
 
 
 def _contents(seq: MessageSequence) -> list[Message]:
@@ -124,4 +132,46 @@ def response_count(seq: MessageSequence) -> list[Violation]:
                 block,
             )
         )
+    return out
+
+
+def _signs_calls(model: str | None) -> bool:
+    """Gemini 3 and later validate thought signatures; 2.5 and older do not."""
+    family = _FAMILY.search(model or "")
+    return family is not None and int(family.group(1)) >= 3
+
+
+def _signed(call: ToolCallBlock) -> bool:
+    attrs = call.attrs.get("$native", call.attrs)
+    return any(isinstance(attrs.get(key), str) and attrs.get(key) for key in _SIGNATURE_KEYS)
+
+
+@rule("gemini_thought_signature")
+def thought_signatures(seq: MessageSequence) -> list[Violation]:
+    """Gemini 3: in the current turn (after the last user content that is not a function
+    response), each step's first function call carries the ``thoughtSignature`` it came with
+    (provider-rules.md §4.2; the documented ``skip_thought_signature_validator`` counts)."""
+    if not _signs_calls(seq.model):
+        return []
+    contents = _contents(seq)
+    start = 0
+    for position, message in enumerate(contents):
+        if message.role == "user" and not _responses(message):
+            start = position + 1
+    out: list[Violation] = []
+    for message in contents[start:]:
+        calls = _calls(message)
+        if calls and not _signed(calls[0]):
+            first = calls[0]
+            out.append(
+                violation(
+                    "gemini_thought_signature",
+                    f"function call '{first.call_id}' ({first.name}), the first of "
+                    f"{message.location} in the current turn, has no thoughtSignature; "
+                    f'{seq.model} refuses it: "{_SIGNATURE_TEXT}" Send each part back with the '
+                    "signature it came with",
+                    message,
+                    first,
+                )
+            )
     return out
