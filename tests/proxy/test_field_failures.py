@@ -75,6 +75,20 @@ def chat_call(call_id: str, arguments: str) -> dict[str, Any]:
     }
 
 
+def chat_answer(*calls: dict[str, Any]) -> Reply:
+    """A non-streamed Chat answer that makes ``calls``."""
+    message = {"role": "assistant", "content": None, "tool_calls": list(calls)}
+    choice = {"index": 0, "finish_reason": "tool_calls", "message": message}
+    answer = {"id": "chatcmpl-ff", "object": "chat.completion", "model": "gpt-4o"}
+    return Reply.json({**answer, "choices": [choice]})
+
+
+def call_opens(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """The Chat stream delta that opens call ``call_id`` with the first of its arguments."""
+    function = {"name": name, "arguments": arguments}
+    return {"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": function}]}
+
+
 def chat_chunks(*deltas: dict[str, Any], finish: str | None = None, done: bool = True) -> Reply:
     """A Chat stream of ``deltas``, then ``finish`` and ``[DONE]`` when given."""
     envelope = {"id": "chatcmpl-ff", "object": "chat.completion.chunk", "model": "gpt-4o"}
@@ -223,23 +237,7 @@ async def test_litellm_40582_concatenated_arguments_fail_loudly(make_stack: Stac
             await client.chat.completions.create(model="gpt-4o", messages=history, tools=[TOOL])
         refused(stack, caught.value, "incomplete_arguments", "call_1")
 
-        answer = {
-            "id": "chatcmpl-ff",
-            "object": "chat.completion",
-            "model": "gpt-4o",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "tool_calls",
-                    "message": {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [chat_call("call_2", twice)],
-                    },
-                }
-            ],
-        }
-        stack.upstream.reply(Reply.json(answer))
+        stack.upstream.reply(chat_answer(chat_call("call_2", twice)))
         with pytest.raises(openai.APIStatusError) as answered:
             await client.chat.completions.create(model="gpt-4o", messages=history[:1], tools=[TOOL])
     assert answered.value.status_code == 502
@@ -352,7 +350,7 @@ async def test_envoy_2467_nothing_turngate_does_not_know_is_dropped(make_stack: 
             model=CLAUDE,
             max_tokens=64,
             messages=messages,
-            tools=[*CLAUDE_TOOLS, future_tool],  # type: ignore[list-item]
+            tools=[*CLAUDE_TOOLS, future_tool],
         )
         (received,) = stack.upstream.received
         assert received.json()["tools"] == [*CLAUDE_TOOLS, future_tool]
@@ -360,7 +358,7 @@ async def test_envoy_2467_nothing_turngate_does_not_know_is_dropped(make_stack: 
         stack.upstream.received.clear()
         unknown = [{"role": "user", "content": [{"type": "hologram", "frames": 3}]}]
         with pytest.raises(anthropic.APIStatusError) as caught:
-            await client.messages.create(model=CLAUDE, max_tokens=64, messages=unknown)  # type: ignore[list-item]
+            await client.messages.create(model=CLAUDE, max_tokens=64, messages=unknown)
     assert caught.value.status_code in (400, 409)
     refused(stack, caught.value, "unknown_kind", "hologram")
 
@@ -387,7 +385,7 @@ async def test_bifrost_1164_parallel_results_lead_the_next_user_turn(make_stack:
     async with anthropic_sdk(stack) as client:
         await client.messages.create(
             model=CLAUDE, max_tokens=64, messages=split, tools=CLAUDE_TOOLS
-        )  # type: ignore[arg-type]
+        )
         (received,) = stack.upstream.received
         assert received.json()["messages"] == split
 
@@ -396,7 +394,7 @@ async def test_bifrost_1164_parallel_results_lead_the_next_user_turn(make_stack:
         with pytest.raises(anthropic.BadRequestError) as caught:
             await client.messages.create(
                 model=CLAUDE, max_tokens=64, messages=between, tools=CLAUDE_TOOLS
-            )  # type: ignore[arg-type]
+            )
     refused(stack, caught.value, "misplaced_result", "toolu_b")
 
 
@@ -412,16 +410,7 @@ async def test_bifrost_3475_cut_arguments_never_reach_the_application(make_stack
     stack.upstream.reply(
         chat_chunks(
             {"role": "assistant", "content": None},
-            {
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": "call_cut",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city": "Par'},
-                    }
-                ]
-            },
+            call_opens("call_cut", "get_weather", '{"city": "Par'),
             {"tool_calls": [{"index": 0, "function": {"arguments": 'is"'}}]},
             finish="tool_calls",
         )
@@ -529,7 +518,7 @@ async def test_pydantic_ai_4728_a_dangling_call_is_named_before_anything_is_sent
     ]
     async with openai_sdk(stack) as client:
         with pytest.raises(openai.BadRequestError) as caught:
-            await client.chat.completions.create(model="gpt-4o", messages=messages, tools=[TOOL])  # type: ignore[arg-type]
+            await client.chat.completions.create(model="gpt-4o", messages=messages, tools=[TOOL])
     refused(stack, caught.value, "missing_result", "call_dangling")
 
 
@@ -555,7 +544,7 @@ async def test_pydantic_ai_6401_a_server_call_without_its_result_is_refused(
     ]
     async with anthropic_sdk(stack) as client:
         with pytest.raises(anthropic.BadRequestError) as caught:
-            await client.messages.create(model=CLAUDE, max_tokens=64, messages=messages)  # type: ignore[arg-type]
+            await client.messages.create(model=CLAUDE, max_tokens=64, messages=messages)
     refused(stack, caught.value, "anthropic_server_tool_result", "srvtoolu_ff1")
 
 
@@ -602,24 +591,12 @@ async def test_vercel_4290_one_id_for_two_calls_is_refused_both_ways(make_stack:
     ]
     async with openai_sdk(stack) as client:
         with pytest.raises(openai.BadRequestError) as caught:
-            await client.chat.completions.create(model="gpt-4o", messages=history, tools=[TOOL])  # type: ignore[arg-type]
+            await client.chat.completions.create(model="gpt-4o", messages=history, tools=[TOOL])
         refused(stack, caught.value, "duplicate_call_id", "call_same")
 
-        answer = {
-            "id": "chatcmpl-ff",
-            "object": "chat.completion",
-            "model": "gpt-4o",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "tool_calls",
-                    "message": {"role": "assistant", "content": None, "tool_calls": twin},
-                }
-            ],
-        }
-        stack.upstream.reply(Reply.json(answer))
+        stack.upstream.reply(chat_answer(*twin))
         with pytest.raises(openai.APIStatusError) as answered:
-            await client.chat.completions.create(model="gpt-4o", messages=history[:1], tools=[TOOL])  # type: ignore[arg-type]
+            await client.chat.completions.create(model="gpt-4o", messages=history[:1], tools=[TOOL])
     assert answered.value.status_code == 502
     assert "duplicate_call_id" in str(answered.value)
 
@@ -635,16 +612,7 @@ async def test_hermes_agent_81017_a_stream_cut_after_the_tool_name_runs_nothing(
     stack = await make_stack()
     reply = chat_chunks(
         {"role": "assistant", "content": None},
-        {
-            "tool_calls": [
-                {
-                    "index": 0,
-                    "id": "call_write",
-                    "type": "function",
-                    "function": {"name": "write_file", "arguments": ""},
-                }
-            ]
-        },
+        call_opens("call_write", "write_file", ""),
         done=False,
     )
     stack.upstream.reply(
@@ -693,7 +661,7 @@ async def test_gemini_cli_3814_calls_and_responses_that_no_longer_match_are_name
     with pytest.raises(genai_errors.ClientError) as caught:
         await client.aio.models.generate_content(
             model="gemini-2.5-flash", contents=contents, config={"tools": tools}
-        )  # type: ignore[arg-type]
+        )
     await client.aio.aclose()
     assert caught.value.code == 400
     refused(stack, caught.value, "missing_result", "get_weather")
@@ -715,5 +683,5 @@ async def test_claude_code_1237_tool_use_without_its_result_is_refused_by_name(
         with pytest.raises(anthropic.BadRequestError) as caught:
             await client.messages.create(
                 model=CLAUDE, max_tokens=64, messages=messages, tools=CLAUDE_TOOLS
-            )  # type: ignore[arg-type]
+            )
     refused(stack, caught.value, "missing_result", "toolu_lost")
