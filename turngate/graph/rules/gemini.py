@@ -32,7 +32,7 @@ _COUNT_TEXT = (
 _SIGNATURE_TEXT = "Function call is missing a thought_signature in functionCall parts."
 _SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
 # The model family, from the route's model ("gemini-3-flash-preview", "models/gemini-3-pro").
-_FAMILY = re.compile(r"(?:^|/)gemini-(\d+)(?![\d])")
+_FAMILY = re.compile(r"(?:^|/)gemini-(\d+)")
 
 
 def _contents(seq: MessageSequence) -> list[Message]:
