@@ -222,6 +222,36 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_server_tool_result"],
     ),
     (
+        "a message whose only text is whitespace",
+        body(user(text(" \n")), assistant("ok"), user("go")),
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
+        "string content of whitespace alone",
+        body(user("  "), assistant("ok"), user("go")),
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
+        "an answer whose one text after a web search is a newline, sent back",
+        body(
+            user("news?"),
+            assistant(
+                server_tool_use("srvtoolu_01"), web_search_result("srvtoolu_01"), text("\n")
+            ),
+            user("more?"),
+        ),
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
+        "a prefill that ends with whitespace",
+        body(user("hi"), assistant("The answer is ")),
+        "REJECTED",
+        ["anthropic_prefill_whitespace"],
+    ),
+    (
         "a server tool call the conversation moved on from without its result (pydantic-ai #6401)",
         body(
             user("compute"),
@@ -316,6 +346,10 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             user(tool_result("toolu_a")),
             user(tool_result("toolu_b"), text("go on")),
         ),
+    ),
+    (
+        "a whitespace text beside other text in the same message",
+        body(user(text(" "), text("real question")), assistant("ok"), user("go")),
     ),
     (
         "a final assistant message may be empty (prefill) and a first system message is aside",

@@ -685,3 +685,24 @@ async def test_claude_code_1237_tool_use_without_its_result_is_refused_by_name(
                 model=CLAUDE, max_tokens=64, messages=messages, tools=CLAUDE_TOOLS
             )
     refused(stack, caught.value, "missing_result", "toolu_lost")
+
+
+# Found while replaying the above: failures as common, from the same trackers ---------------
+
+
+async def test_home_assistant_175637_whitespace_text_is_refused_by_name(make_stack: StackFactory):
+    """home-assistant/core #175637 (and claude-code #23440, LibreChat agents PR #124): a
+    history whose message holds only whitespace text ("\\n" after a web search, a blank voice
+    turn) got "text content blocks must contain non-whitespace text" from Anthropic on every
+    later turn. turngate refuses it before sending, with Anthropic's words and the message."""
+    stack = await make_stack()
+    messages = [
+        {"role": "user", "content": "Turn on the lights."},
+        {"role": "assistant", "content": [{"type": "text", "text": "\n"}]},
+        {"role": "user", "content": "Thanks."},
+    ]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(model=CLAUDE, max_tokens=64, messages=messages)
+    message = refused(stack, caught.value, "anthropic_empty_content", "messages[1]")
+    assert "must contain non-whitespace text" in message

@@ -7,7 +7,10 @@ merged as the API merges them). These rules add what only Anthropic enforces:
     anthropic_first_message_user   ``messages`` starts with a user message (system ones aside;
                                    a thread's continue carries only what follows the reply,
                                    and a compaction is sent first in place of what it summarizes)
-    anthropic_empty_content        no empty message but a final assistant one; no empty text block
+    anthropic_empty_content        no empty message but a final assistant one; no empty text block;
+                                   no message whose text is all whitespace
+    anthropic_prefill_whitespace   (within anthropic_empty_content's pass) a final assistant
+                                   message does not end with whitespace
     anthropic_server_tool_result   a ``*_tool_result`` follows its ``server_tool_use`` in the same
                                    assistant turn, a server tool is never answered by tool_result,
                                    and no turn the conversation moved on from leaves a
@@ -42,6 +45,7 @@ from turngate.graph.validator import INVALID_CALL_ID, Violation, violation
 
 FIRST_MESSAGE_USER = "anthropic_first_message_user"
 EMPTY_CONTENT = "anthropic_empty_content"
+PREFILL_WHITESPACE = "anthropic_prefill_whitespace"
 SERVER_TOOL_RESULT = "anthropic_server_tool_result"
 SERVER_TOOL_ID = "anthropic_server_tool_id"
 THINKING_FIRST = "anthropic_thinking_first"
@@ -119,6 +123,27 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
                     host,
                 )
             )
+        blank = _blank_text(blocks)
+        if blank is not None:
+            out.append(
+                violation(
+                    EMPTY_CONTENT,
+                    f"{host.role} message's only text is whitespace; Anthropic: \"text content "
+                    'blocks must contain non-whitespace text" (drop the whitespace block)',
+                    host,
+                    blank,
+                )
+            )
+        elif final_assistant and _ends_in_whitespace(blocks):
+            out.append(
+                violation(
+                    PREFILL_WHITESPACE,
+                    "the final assistant message (a prefill) ends with whitespace; Anthropic: "
+                    '"final assistant content cannot end with trailing whitespace"',
+                    host,
+                    blocks[-1],
+                )
+            )
         for message in entry:
             if message.shape == "string":
                 continue
@@ -135,6 +160,22 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
                         )
                     )
     return out
+
+
+def _blank_text(blocks: list[AnyBlock]) -> TextBlock | None:
+    """The first whitespace-only text of a message whose text is all whitespace, whatever
+    other blocks it holds (an answer after a web search whose one text is a newline, sent
+    back). A whitespace text beside other text is accepted; an empty one is reported as
+    empty."""
+    texts = [b for b in blocks if isinstance(b, TextBlock)]
+    if any(t.text.strip() for t in texts):
+        return None
+    return next((t for t in texts if t.text), None)
+
+
+def _ends_in_whitespace(blocks: list[AnyBlock]) -> bool:
+    last = blocks[-1] if blocks else None
+    return isinstance(last, TextBlock) and last.text != last.text.rstrip()
 
 
 def _empty_texts(block: AnyBlock) -> Iterator[TextBlock]:
