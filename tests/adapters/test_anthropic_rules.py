@@ -237,9 +237,7 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         "an answer whose one text after a web search is a newline, sent back",
         body(
             user("news?"),
-            assistant(
-                server_tool_use("srvtoolu_01"), web_search_result("srvtoolu_01"), text("\n")
-            ),
+            assistant(server_tool_use("srvtoolu_01"), web_search_result("srvtoolu_01"), text("\n")),
             user("more?"),
         ),
         "REJECTED",
