@@ -244,6 +244,8 @@ def test_forms_not_modelled_are_unknown_and_kept(content: list[Any]) -> None:
 _words = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12
 )
+# Texts Anthropic takes: not whitespace alone, and (for a prefill) not ending in it.
+_texts = _words.map(str.strip).filter(bool)
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | _words,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_words, inner, max_size=3),
@@ -267,7 +269,7 @@ def _user_parts(draw: st.DrawFn, b: _Builder, prefix: str, role: Role) -> list[A
     parts: list[AnyBlock] = []
     for j in range(draw(st.integers(1, 3))):
         if draw(st.booleans()):
-            parts.append(TextBlock(text=draw(_words), **b.common(f"{prefix}.{j}", role)))
+            parts.append(TextBlock(text=draw(_texts), **b.common(f"{prefix}.{j}", role)))
         else:
             url = draw(st.booleans())
             parts.append(
@@ -286,7 +288,7 @@ def anthropic_graphs(draw: st.DrawFn) -> MessageSequence:
     b = _Builder()
     messages: list[Message] = []
     if draw(st.booleans()):
-        instructions = TextBlock(text=draw(_words), **b.common("system.b0", "system"))
+        instructions = TextBlock(text=draw(_texts), **b.common("system.b0", "system"))
         string = draw(st.booleans())
         messages.append(
             Message(
@@ -310,13 +312,13 @@ def anthropic_graphs(draw: st.DrawFn) -> MessageSequence:
             blocks.append(
                 ReasoningBlock(
                     provider="anthropic",
-                    text=draw(_words),
+                    text=draw(_texts),
                     signature="c2ln" + str(turn),
                     **b.common(f"m{index}.think", "assistant"),
                 )
             )
         if draw(st.booleans()):
-            blocks.append(TextBlock(text=draw(_words), **b.common(f"m{index}.text", "assistant")))
+            blocks.append(TextBlock(text=draw(_texts), **b.common(f"m{index}.text", "assistant")))
         for k in range(draw(st.integers(0 if blocks else 1, 3))):
             call = ToolCallBlock(
                 call_id=f"toolu_{turn}_{k}",
@@ -334,7 +336,7 @@ def anthropic_graphs(draw: st.DrawFn) -> MessageSequence:
             for call in draw(st.permutations(calls)):
                 rid = f"m{index}.r{call.call_id}"
                 parts: list[AnyBlock] = [
-                    TextBlock(text=draw(_words), **b.common(f"{rid}.c0", "tool"))
+                    TextBlock(text=draw(_texts), **b.common(f"{rid}.c0", "tool"))
                 ]
                 as_string = draw(st.booleans())
                 if not as_string and draw(st.booleans()):
@@ -349,7 +351,7 @@ def anthropic_graphs(draw: st.DrawFn) -> MessageSequence:
                     )
                 )
             if draw(st.booleans()):
-                results.append(TextBlock(text=draw(_words), **b.common(f"m{index}.t", "user")))
+                results.append(TextBlock(text=draw(_texts), **b.common(f"m{index}.t", "user")))
             messages.append(Message(index=index, role="user", blocks=tuple(results)))
             index += 1
     return MessageSequence(

@@ -234,16 +234,6 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_empty_content"],
     ),
     (
-        "an answer whose one text after a web search is a newline, sent back",
-        body(
-            user("news?"),
-            assistant(server_tool_use("srvtoolu_01"), web_search_result("srvtoolu_01"), text("\n")),
-            user("more?"),
-        ),
-        "REJECTED",
-        ["anthropic_empty_content"],
-    ),
-    (
         "a prefill that ends with whitespace",
         body(user("hi"), assistant("The answer is ")),
         "REJECTED",
@@ -343,6 +333,14 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             assistant(tool_use("toolu_a"), tool_use("toolu_b")),
             user(tool_result("toolu_a")),
             user(tool_result("toolu_b"), text("go on")),
+        ),
+    ),
+    (
+        "a whitespace text before tool calls (as a recorded request sends it)",
+        body(
+            user("two names?"),
+            assistant(text(" "), tool_use("toolu_a"), tool_use("toolu_b")),
+            user(tool_result("toolu_a"), tool_result("toolu_b")),
         ),
     ),
     (

@@ -692,9 +692,9 @@ async def test_claude_code_1237_tool_use_without_its_result_is_refused_by_name(
 
 async def test_home_assistant_175637_whitespace_text_is_refused_by_name(make_stack: StackFactory):
     """home-assistant/core #175637 (and claude-code #23440, LibreChat agents PR #124): a
-    history whose message holds only whitespace text ("\\n" after a web search, a blank voice
-    turn) got "text content blocks must contain non-whitespace text" from Anthropic on every
-    later turn. turngate refuses it before sending, with Anthropic's words and the message."""
+    history with a message of whitespace text alone (a blank voice turn) got "text content
+    blocks must contain non-whitespace text" from Anthropic on every later turn. turngate
+    refuses it before sending, with Anthropic's words and the message."""
     stack = await make_stack()
     messages = [
         {"role": "user", "content": "Turn on the lights."},

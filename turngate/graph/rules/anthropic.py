@@ -8,7 +8,7 @@ merged as the API merges them). These rules add what only Anthropic enforces:
                                    a thread's continue carries only what follows the reply,
                                    and a compaction is sent first in place of what it summarizes)
     anthropic_empty_content        no empty message but a final assistant one; no empty text block;
-                                   no message whose text is all whitespace
+                                   no message of whitespace text alone
     anthropic_prefill_whitespace   (within anthropic_empty_content's pass) a final assistant
                                    message does not end with whitespace
     anthropic_server_tool_result   a ``*_tool_result`` follows its ``server_tool_use`` in the same
@@ -128,8 +128,8 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
             out.append(
                 violation(
                     EMPTY_CONTENT,
-                    f"{host.role} message's only text is whitespace; Anthropic: \"text content "
-                    'blocks must contain non-whitespace text" (drop the whitespace block)',
+                    f'{host.role} message holds only whitespace text; Anthropic: "text content '
+                    'blocks must contain non-whitespace text" (drop the message)',
                     host,
                     blank,
                 )
@@ -163,10 +163,11 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
 
 
 def _blank_text(blocks: list[AnyBlock]) -> TextBlock | None:
-    """The first whitespace-only text of a message whose text is all whitespace, whatever
-    other blocks it holds (an answer after a web search whose one text is a newline, sent
-    back). A whitespace text beside other text is accepted; an empty one is reported as
-    empty."""
+    """The first text of a message that holds only text, all of it whitespace (an empty one
+    is reported as empty). Anthropic takes a whitespace text beside other text, and beside
+    tool calls (a recorded request: `" "` before two tool_use blocks)."""
+    if not blocks or not all(isinstance(b, TextBlock) for b in blocks):
+        return None
     texts = [b for b in blocks if isinstance(b, TextBlock)]
     if any(t.text.strip() for t in texts):
         return None
