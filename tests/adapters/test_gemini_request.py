@@ -23,7 +23,7 @@ from tests.adapters.gemini_builders import (
 from tests.fixtures_dir import COUNTS, fixture_params, fixture_paths, load_json
 from turngate.adapters.base import RouteInfo
 from turngate.adapters.gemini import ADAPTER, CAPABILITIES
-from turngate.adapters.gemini.parts import same_signature, signature_bytes, thought_signature
+from turngate.adapters.gemini.parts import same_signature, signature_bytes
 from turngate.adapters.gemini.request import json_schema_of
 from turngate.graph.equivalence import semantic_view
 from turngate.graph.model import (
@@ -36,6 +36,7 @@ from turngate.graph.model import (
     ToolResultBlock,
     UnknownBlock,
 )
+from turngate.graph.rules.gemini import thought_signature
 from turngate.graph.schema_check import SCHEMAS
 from turngate.graph.validator import validate
 

@@ -11,10 +11,10 @@ import pytest
 from tests.adapters.gemini_builders import body, parse, text, user
 from tests.fixtures_dir import fixture_params, load_json
 from turngate.adapters.gemini import ADAPTER
-from turngate.adapters.gemini.parts import thought_signature
 from turngate.adapters.gemini.response import history_content
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.model import Message, ToolCallBlock
+from turngate.graph.rules.gemini import thought_signature
 from turngate.graph.turn import semantic_digest_of
 
 _RESPONSES = [

@@ -617,8 +617,6 @@ def broken_because(exc: BaseException, read_timeout: float | None) -> str:
     """Why an upstream read broke, in the words the client's error event gets. A timeout is
     the idle watch's or, when it fired before the watch took over, aiohttp's own."""
     if isinstance(exc, asyncio.TimeoutError):
-        if read_timeout is None:
-            return "the upstream read timed out (--upstream-read-timeout)"
         return silence(read_timeout)
     return f"the provider's connection broke ({type(exc).__name__})"
 

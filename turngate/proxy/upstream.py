@@ -105,12 +105,10 @@ def unavailable(exc: BaseException) -> TurngateError:
     """A transport failure as the error the client sees (no URL: it may carry ``?key=``)."""
     if isinstance(exc, asyncio.TimeoutError):
         if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            why = "could not be connected to in time (the connect timeout)"
+            why = "the upstream could not be connected to in time (the connect timeout)"
         else:
-            why = "sent nothing within the read timeout (--upstream-read-timeout)"
-        return UpstreamUnavailable(
-            f"turngate: the upstream {why}", rule="upstream_timeout", status=504
-        )
+            why = silence(None)
+        return UpstreamUnavailable(f"turngate: {why}", rule="upstream_timeout", status=504)
     if isinstance(exc, aiohttp.ClientHttpProxyError):
         return UpstreamUnavailable(
             f"turngate: the egress proxy refused the connection ({exc.status} {exc.message})"
@@ -338,8 +336,11 @@ class IdleWatch:
         self._timer.cancel()
 
 
-def silence(timeout: float) -> str:
-    """What a read timeout of ``timeout`` seconds means, in the words a client is told."""
+def silence(timeout: float | None) -> str:
+    """What a read timeout of ``timeout`` seconds (None: not known here) means, in the words
+    a client is told."""
+    if timeout is None:
+        return "the provider sent nothing within the read timeout (--upstream-read-timeout)"
     return f"the provider sent nothing for {timeout:g} s (--upstream-read-timeout)"
 
 

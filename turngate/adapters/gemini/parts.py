@@ -41,6 +41,7 @@ from turngate.graph.model import (
     UnknownBlock,
     new_text_block,
 )
+from turngate.graph.rules.gemini import NATIVE
 
 # The part's ``data`` oneof (plus the server-side tool pair): exactly one per part.
 DATA_FIELDS = (
@@ -59,8 +60,6 @@ _SERVER_TOOL_FIELDS = ("executableCode", "codeExecutionResult", "toolCall", "too
 SNAKE = "$snake"
 SYNTHESIZED_ID = "$synthesizedId"
 ARGS_ABSENT = "$argsAbsent"
-NATIVE = "$native"
-SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
 # Documented placeholder for function calls Gemini did not produce (other vendors, rebuilt
 # history): Gemini 3 then skips signature validation for that step.
 DUMMY_SIGNATURE = "skip_thought_signature_validator"
@@ -117,16 +116,6 @@ class OrderCounter:
 
 
 # --- thought signatures ----------------------------------------------------------------
-
-
-def thought_signature(block: AnyBlock) -> str | None:
-    """The ``thoughtSignature`` text on the part ``block`` came from, as it arrived."""
-    attrs = block.attrs.get(NATIVE, block.attrs)
-    for key in SIGNATURE_KEYS:
-        value = attrs.get(key)
-        if isinstance(value, str):
-            return value
-    return None
 
 
 def signature_bytes(signature: str) -> bytes:

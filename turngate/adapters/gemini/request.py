@@ -20,7 +20,6 @@ from typing import Any
 
 from turngate.adapters.base import RouteInfo, merged, remainder
 from turngate.adapters.gemini.parts import (
-    NATIVE,
     SYNTHESIZED_ID,
     OrderCounter,
     Spelling,
@@ -40,6 +39,7 @@ from turngate.graph.model import (
     ToolResultBlock,
     UnknownBlock,
 )
+from turngate.graph.rules.gemini import NATIVE
 
 API: ApiName = "gemini"
 ADAPTER_ID = "gemini@1"

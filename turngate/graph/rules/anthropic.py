@@ -193,17 +193,12 @@ def _empty_texts(block: AnyBlock) -> Iterator[TextBlock]:
 @rule(SERVER_TOOL_RESULT)
 def server_tool_results(seq: MessageSequence) -> list[Violation]:
     out: list[Violation] = []
-    server_calls = {
-        b.call_id
-        for _m, b in seq.blocks()
-        if isinstance(b, ServerToolBlock) and b.phase == "call" and b.call_id
-    }
+    server_calls: set[str] = set()
     # A call whose result sits elsewhere (a user message, a later turn) is reported there.
-    answered = {
-        b.call_id
-        for _m, b in seq.blocks()
-        if isinstance(b, ServerToolBlock) and b.phase != "call" and b.call_id
-    }
+    answered: set[str] = set()
+    for _m, b in seq.blocks():
+        if isinstance(b, ServerToolBlock) and b.call_id:
+            (server_calls if b.phase == "call" else answered).add(b.call_id)
     loop_calls: set[str] = set()
     # The loop's calls whose result has not come yet (a turn that mixes server and client
     # tools runs its server calls after the client's results: they resolve later in the loop).

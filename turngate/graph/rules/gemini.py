@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import re
 
-from turngate.graph.model import Message, MessageSequence, ToolCallBlock, ToolResultBlock
+from turngate.graph.model import (
+    AnyBlock,
+    Message,
+    MessageSequence,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
@@ -30,7 +36,10 @@ _COUNT_TEXT = (
 
 
 _SIGNATURE_TEXT = "Function call is missing a thought_signature in functionCall parts."
-_SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
+# The adapter's note holding a part's native fields when its block was built from them; the
+# spellings of a part's signature (the gemini adapter reads them through ``thought_signature``).
+NATIVE = "$native"
+SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
 # The model family, from the route's model ("gemini-3-flash-preview", "models/gemini-3-pro").
 _FAMILY = re.compile(r"(?:^|/)gemini-(\d+)")
 
@@ -141,9 +150,14 @@ def _signs_calls(model: str | None) -> bool:
     return family is not None and int(family.group(1)) >= 3
 
 
-def _signed(call: ToolCallBlock) -> bool:
-    attrs = call.attrs.get("$native", call.attrs)
-    return any(isinstance(attrs.get(key), str) and attrs.get(key) for key in _SIGNATURE_KEYS)
+def thought_signature(block: AnyBlock) -> str | None:
+    """The ``thoughtSignature`` text on the part ``block`` came from, as it arrived."""
+    attrs = block.attrs.get(NATIVE, block.attrs)
+    for key in SIGNATURE_KEYS:
+        value = attrs.get(key)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 @rule("gemini_thought_signature")
@@ -161,7 +175,7 @@ def thought_signatures(seq: MessageSequence) -> list[Violation]:
     out: list[Violation] = []
     for message in contents[start:]:
         calls = _calls(message)
-        if calls and not _signed(calls[0]):
+        if calls and not thought_signature(calls[0]):
             first = calls[0]
             out.append(
                 violation(
