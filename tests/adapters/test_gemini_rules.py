@@ -143,6 +143,18 @@ TABLE: list[tuple[str, dict[str, Any], str, set[str]]] = [
         "REJECTED",
         {"gemini_response_count", "missing_result"},
     ),
+    (
+        "a model content with an empty parts list",
+        body(ASK, model(), user(text("are you there?"))),
+        "REJECTED",
+        {"gemini_empty_parts"},
+    ),
+    (
+        "a user content without parts, last",
+        body(ASK, model(text("hello")), {"role": "user"}),
+        "REJECTED",
+        {"gemini_empty_parts"},
+    ),
 ]
 
 
@@ -156,6 +168,13 @@ def test_invalid_sequences_give_their_rule_codes(
     verdict = check(request_body)
     assert verdict.status == status
     assert set(verdict.rules) == rules
+
+
+def test_an_empty_text_part_is_a_part():
+    """Only a content with no parts at all is refused: pydantic-ai's recorded request opens
+    with an empty text part, and Gemini answered it."""
+    assert check(body(user(text("")), model(text("hello")), user(text("hi")))).ready
+    assert check(body(user(text("")), model(), user(text("hi")))).rules == ["gemini_empty_parts"]
 
 
 def test_every_violation_names_its_content_block_and_call():

@@ -706,3 +706,26 @@ async def test_home_assistant_175637_whitespace_text_is_refused_by_name(make_sta
             await client.messages.create(model=CLAUDE, max_tokens=64, messages=messages)
     message = refused(stack, caught.value, "anthropic_empty_content", "messages[1]")
     assert "must contain non-whitespace text" in message
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_langgraph_3939_a_content_without_parts_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """langchain-ai/langgraph #3939 (and vercel/ai #3775, livekit/agents PR #1397): a model
+    turn that kept nothing (its only text empty, dropped on the way) became a content with no
+    parts, and Gemini answered every later request with "contents.parts must not be empty".
+    turngate refuses it before sending, with Gemini's words and the content's place."""
+    stack = await make_stack()
+    contents = [
+        {"role": "user", "parts": [{"text": "Hello"}]},
+        {"role": "model", "parts": []},
+        {"role": "user", "parts": [{"text": "Are you there?"}]},
+    ]
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(model="gemini-2.5-flash", contents=contents)
+    await client.aio.aclose()
+    assert caught.value.code == 400
+    message = refused(stack, caught.value, "gemini_empty_parts", "contents[1]")
+    assert "contents.parts must not be empty" in message

@@ -27,6 +27,7 @@ CAPABILITIES = Capabilities(
         "gemini_response_turn_position",
         "gemini_response_count",
         "gemini_thought_signature",
+        "gemini_empty_parts",
     ),
     request_rules=("gemini_stream_candidates",),
     tools_held_by=("cachedContent", "cached_content"),

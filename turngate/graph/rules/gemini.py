@@ -35,6 +35,7 @@ _COUNT_TEXT = (
 )
 
 
+_EMPTY_PARTS_TEXT = "contents.parts must not be empty."
 _SIGNATURE_TEXT = "Function call is missing a thought_signature in functionCall parts."
 # The adapter's note holding a part's native fields when its block was built from them; the
 # spellings of a part's signature (the gemini adapter reads them through ``thought_signature``).
@@ -142,6 +143,23 @@ def response_count(seq: MessageSequence) -> list[Violation]:
             )
         )
     return out
+
+
+@rule("gemini_empty_parts")
+def empty_parts(seq: MessageSequence) -> list[Violation]:
+    """A content with no parts (an empty list, or none at all): Gemini refuses the request,
+    wherever the content sits. ``systemInstruction`` is not a content."""
+    return [
+        violation(
+            "gemini_empty_parts",
+            f"{message.role} content has no parts; Gemini: "
+            f'"GenerateContentRequest.{message.location}.parts: {_EMPTY_PARTS_TEXT}" '
+            "(drop the content, or give it its text)",
+            message,
+        )
+        for message in _contents(seq)
+        if not message.blocks
+    ]
 
 
 def _signs_calls(model: str | None) -> bool:
