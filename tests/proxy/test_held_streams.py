@@ -26,8 +26,10 @@ from turngate.proxy import stream
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
 
-CLIENT_TIMEOUT = 1.0
-PACE = 0.05  # seconds between two events: each recording's tool calls take 2-3 s
+# A client's read timeout well above the keepalive's period (a loaded 2-core machine delays
+# the first bytes by a good part of a second) and well under the time the calls are held.
+CLIENT_TIMEOUT = 1.5
+PACE = 0.075  # seconds between two events: each recording's tool calls take 3-4.5 s
 KEEPALIVE = 0.2
 
 
