@@ -109,6 +109,38 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "REJECTED",
         "unknown_kind",
     ),
+    # Shapes OpenAI refuses with a 400 of its own (graph/rules/openai_chat.py).
+    ("no messages at all (CopilotKit #529)", body(), "REJECTED", "chat_empty_array"),
+    (
+        "an empty tool_calls list (openai-node PR #1341)",
+        body(user("hi"), {**assistant("hello"), "tool_calls": []}, user("and?")),
+        "REJECTED",
+        "chat_empty_array",
+    ),
+    (
+        "an assistant message of null content and no calls (llama_index PR #17921)",
+        body(user("hi"), assistant(None), user("still there?")),
+        "REJECTED",
+        "chat_content_required",
+    ),
+    (
+        "a tool result of null content (llama_index #17555)",
+        body(user("hi"), assistant(calls=[call("call_1")]), {**tool("call_1"), "content": None}),
+        "REJECTED",
+        "chat_content_required",
+    ),
+    (
+        "a user message without content",
+        body({"role": "user"}),
+        "REJECTED",
+        "chat_content_required",
+    ),
+    (
+        "a tool call with an empty name (continue #9784)",
+        body(user("hi"), assistant(calls=[call("call_1", name="")]), tool("call_1")),
+        "REJECTED",
+        "chat_empty_call_name",
+    ),
 ]
 
 
@@ -120,6 +152,29 @@ def test_each_invalid_sequence_gets_its_rule(request_body: dict[str, Any], statu
     verdict = verdict_of(request_body)
     assert verdict.status == status
     assert rule in verdict.rules
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        pytest.param({"role": "user", "content": []}, id="an empty content list"),
+        pytest.param({"role": "assistant", "audio": {"id": "audio_abc"}}, id="assistant audio"),
+        pytest.param({"role": "assistant", "content": None, "refusal": "no"}, id="a refusal"),
+        pytest.param({"role": "assistant", "content": ""}, id="empty assistant text"),
+    ],
+)
+def test_what_openai_takes_in_place_of_content_passes(message: dict[str, Any]):
+    """An empty content list is taken (openai-python #1812: 200); an assistant message may
+    carry audio or a refusal instead of content."""
+    assert verdict_of(body(user("hi"), message, user("ok"))).ready
+
+
+def test_the_refused_shapes_are_never_outlined():
+    """The Chat rules run on built blocks only (``outline_clears_extra_rules``): a request
+    they refuse must not be settled from its outline."""
+    for name, request, _status, rule in TABLE:
+        if rule.startswith("chat_"):
+            assert ADAPTER.parse_request(request).outline is None, name
 
 
 def test_violation_names_message_block_and_call():

@@ -34,6 +34,9 @@ class Capabilities:
     call_id_pattern: str | None = None
     # Names of API-specific rules (graph/rules) the validator also runs.
     extra_rules: tuple[str, ...] = ()
+    # The extra rules refuse only shapes the adapter never outlines, so a request of plain
+    # messages (graph/outline.py) is settled without building its blocks.
+    outline_clears_extra_rules: bool = False
     # API-specific rules on the request's settings (its envelope), not its messages: they
     # run on an outlined request too, without building its blocks.
     request_rules: tuple[str, ...] = ()

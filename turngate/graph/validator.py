@@ -188,7 +188,9 @@ def _outline_ready(outline: SequenceOutline, caps: Capabilities, *, scan: bool) 
     outlined block carries its role's default trust (graph/outline.py), so system and
     developer text is trusted and everything else is scanned.
     """
-    if caps.result_window != "tool_messages" or caps.extra_rules:
+    if caps.result_window != "tool_messages" or (
+        caps.extra_rules and not caps.outline_clears_extra_rules
+    ):
         return False
     max_length, pattern = caps.max_call_id_length, caps.call_id_pattern
     matcher = None if pattern is None else _compiled(pattern).fullmatch

@@ -97,8 +97,11 @@ def outline_messages(messages_in: list[Any]) -> tuple[OutlineMessage, ...] | Non
 
     Each test below keeps a message out of the outline unless ``parse_message`` would build
     exactly a text block in its role, function calls with no extra fields, or a result of one
-    text part, with no attrs anywhere.
+    text part, with no attrs anywhere; and none is a shape graph/rules/openai_chat.py refuses
+    (no messages, a call with an empty name).
     """
+    if not messages_in:
+        return None
     out: list[OutlineMessage] = []
     append = out.append
     for native in messages_in:
@@ -148,6 +151,7 @@ def _outline_calls(calls_in: list[Any]) -> tuple[OutlineCall, ...] | None:
         name, arguments = function.get("name"), function.get("arguments")
         if (
             type(name) is not str
+            or not name
             or type(arguments) is not str
             or not function.keys() <= _FUNCTION_FIELDS
         ):

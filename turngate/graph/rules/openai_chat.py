@@ -1,0 +1,92 @@
+"""Shapes of a Chat message that OpenAI refuses, each quoted from its 400 (provider-rules.md
+§1.1-1.3 and the trackers named in docs/field-failures.md):
+
+    chat_empty_array       ``messages: []`` or ``tool_calls: []`` ("empty array. Expected an
+                           array with minimum length 1"); an empty ``content`` list passes, as
+                           OpenAI takes it
+    chat_content_required  ``content`` null or absent, but on an assistant message carrying
+                           its calls, audio or refusal ("expected a string, got null")
+    chat_empty_call_name   a tool call whose name is empty ("empty string. Expected a string
+                           with minimum length 1")
+
+None of these shapes is ever outlined (``openai_chat.request.outline_messages`` leaves such a
+request to the full parse), so a request whose messages are all plain cannot break them:
+``Capabilities.outline_clears_extra_rules``.
+"""
+
+from __future__ import annotations
+
+from turngate.graph.model import Message, MessageSequence, ToolCallBlock
+from turngate.graph.rules import rule
+from turngate.graph.validator import Violation, violation
+
+EMPTY_ARRAY = "chat_empty_array"
+CONTENT_REQUIRED = "chat_content_required"
+EMPTY_CALL_NAME = "chat_empty_call_name"
+
+_MIN_ONE = "empty array. Expected an array with minimum length 1, but got an empty array instead."
+# What stands in for an assistant message's content.
+_CONTENT_STANDINS = ("function_call", "audio", "refusal")
+
+
+@rule(EMPTY_ARRAY)
+def empty_arrays(seq: MessageSequence) -> list[Violation]:
+    if not seq.messages:
+        return [
+            violation(
+                EMPTY_ARRAY,
+                f"the request has no messages; OpenAI: \"Invalid 'messages': {_MIN_ONE}\"",
+                None,
+            )
+        ]
+    return [
+        violation(
+            EMPTY_ARRAY,
+            f'assistant message has an empty tool_calls list; OpenAI: "Invalid '
+            f"'{message.location}.tool_calls': {_MIN_ONE}\" (leave tool_calls out)",
+            message,
+        )
+        for message in seq.messages
+        if message.attrs.get("tool_calls") == []
+    ]
+
+
+def _content_missing(message: Message) -> bool:
+    if message.shape not in ("null", "absent"):
+        return False
+    if message.role != "assistant":
+        return True
+    has_calls = any(isinstance(b, ToolCallBlock) for b in message.blocks)
+    return not has_calls and not any(message.attrs.get(k) for k in _CONTENT_STANDINS)
+
+
+@rule(CONTENT_REQUIRED)
+def content_required(seq: MessageSequence) -> list[Violation]:
+    return [
+        violation(
+            CONTENT_REQUIRED,
+            f"{message.role} message has no content ({message.shape}); only an assistant "
+            "message with tool_calls may leave it out; OpenAI: \"Invalid value for 'content': "
+            'expected a string, got null." (send "" or drop the message)',
+            message,
+        )
+        for message in seq.messages
+        if _content_missing(message)
+    ]
+
+
+@rule(EMPTY_CALL_NAME)
+def empty_call_names(seq: MessageSequence) -> list[Violation]:
+    return [
+        violation(
+            EMPTY_CALL_NAME,
+            f"tool call '{block.call_id}' has an empty name; OpenAI: \"Invalid "
+            f"'{message.location}.tool_calls[{position}].{block.tool_type}.name': empty string. "
+            'Expected a string with minimum length 1, but got an empty string instead."',
+            message,
+            block,
+        )
+        for message in seq.messages
+        for position, block in enumerate(b for b in message.blocks if isinstance(b, ToolCallBlock))
+        if not block.name
+    ]
