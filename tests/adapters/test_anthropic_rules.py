@@ -240,6 +240,18 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_prefill_whitespace"],
     ),
     (
+        "a prefill to Claude 4.6 and later (opencode-dynamic-context-pruning #463)",
+        body(user("The invoice as JSON"), assistant("{"), model="claude-sonnet-4-6"),
+        "REJECTED",
+        ["anthropic_prefill_unsupported"],
+    ),
+    (
+        "an answered turn left last, to a Claude 5 model (magic-context #511)",
+        body(user("hi"), assistant("hello"), model="claude-sonnet-5"),
+        "REJECTED",
+        ["anthropic_prefill_unsupported"],
+    ),
+    (
         "a server tool call the conversation moved on from without its result (pydantic-ai #6401)",
         body(
             user("compute"),
@@ -370,6 +382,18 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     (
         "a paused server tool loop resent as the final assistant message (pause_turn)",
         body(user("research this"), assistant(server_tool_use("srvtoolu_01"))),
+    ),
+    (
+        "Claude 4.6: a paused server tool loop is resent as the final assistant message",
+        body(
+            user("research this"),
+            assistant(server_tool_use("srvtoolu_01")),
+            model="claude-opus-4-6",
+        ),
+    ),
+    (
+        "a prefill to Claude 4.5 and older (dated ids: claude-sonnet-4-20250514 is 4.0)",
+        body(user("The invoice as JSON"), assistant("{"), model="claude-sonnet-4-20250514"),
     ),
     (
         "server and client tools mixed: the server result arrives after the client results",

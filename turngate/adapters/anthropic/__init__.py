@@ -25,6 +25,7 @@ CAPABILITIES = Capabilities(
     extra_rules=(
         "anthropic_first_message_user",
         "anthropic_empty_content",
+        "anthropic_prefill_unsupported",
         "anthropic_server_tool_result",
         "anthropic_server_tool_id",
         "anthropic_thinking_first",

@@ -11,6 +11,9 @@ merged as the API merges them). These rules add what only Anthropic enforces:
                                    no message of whitespace text alone
     anthropic_prefill_whitespace   (within anthropic_empty_content's pass) a final assistant
                                    message does not end with whitespace
+    anthropic_prefill_unsupported  Claude 4.6 and later (by the request's model): the request
+                                   does not end with an assistant message (a paused server-tool
+                                   turn, a compaction or a call waiting for its result aside)
     anthropic_server_tool_result   a ``*_tool_result`` follows its ``server_tool_use`` in the same
                                    assistant turn, a server tool is never answered by tool_result,
                                    and no turn the conversation moved on from leaves a
@@ -48,10 +51,18 @@ EMPTY_CONTENT = "anthropic_empty_content"
 PREFILL_WHITESPACE = "anthropic_prefill_whitespace"
 SERVER_TOOL_RESULT = "anthropic_server_tool_result"
 SERVER_TOOL_ID = "anthropic_server_tool_id"
+PREFILL_UNSUPPORTED = "anthropic_prefill_unsupported"
 THINKING_FIRST = "anthropic_thinking_first"
 THINKING_SIGNATURE = "anthropic_thinking_signature"
 
 SERVER_TOOL_ID_PATTERN = re.compile(r"srvtoolu_[a-zA-Z0-9_]+")
+# A Claude model's version from its id: "claude-sonnet-4-6", "claude-opus-4-7@20260101",
+# "claude-fable-5-1"; a minor of one or two digits, so that "claude-sonnet-4-20250514" is 4.0.
+_CLAUDE_VERSION = re.compile(r"claude-[a-z]+-(\d+)(?:-(\d{1,2})(?!\d))?")
+_PREFILL_TEXT = (
+    "This model does not support assistant message prefill. The conversation must end with a "
+    "user message."
+)
 _INSTRUCTIONS = ("system", "developer")
 
 
@@ -160,6 +171,39 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
                         )
                     )
     return out
+
+
+def _refuses_prefill(model: str | None) -> bool:
+    """Claude 4.6 and later take no prefill; 4.5 and older (and the 3.x names) do."""
+    version = _CLAUDE_VERSION.search(model or "")
+    if version is None:
+        return False
+    major, minor = int(version.group(1)), int(version.group(2) or 0)
+    return (major, minor) >= (4, 6)
+
+
+@rule(PREFILL_UNSUPPORTED)
+def prefill_unsupported(seq: MessageSequence) -> list[Violation]:
+    if seq.history == "partial" or not _refuses_prefill(seq.model):
+        return []
+    entries = _entries(seq)
+    if not entries or entries[-1][0].role != "assistant":
+        return []
+    last = entries[-1][0]
+    blocks = [b for m in entries[-1] for b in m.blocks]
+    # A paused server-tool turn (pause_turn) and a compaction (pause_after_compaction, the
+    # SDK's tool runner) are continued so; a call left waiting for its result is reported
+    # as such.
+    if any(isinstance(b, (ToolCallBlock, ServerToolBlock)) or is_compaction(b) for b in blocks):
+        return []
+    return [
+        violation(
+            PREFILL_UNSUPPORTED,
+            f"the request ends with an assistant message (a prefill), which {seq.model} "
+            f'refuses: "{_PREFILL_TEXT}" (ask for the format in the user message instead)',
+            last,
+        )
+    ]
 
 
 def _blank_text(blocks: list[AnyBlock]) -> TextBlock | None:
