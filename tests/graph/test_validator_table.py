@@ -21,6 +21,8 @@ from turngate.adapters.openai_chat import ADAPTER, CAPABILITIES
 from turngate.graph.model import MessageSequence, SnippetBlock, TextBlock
 from turngate.graph.validator import Verdict, validate
 
+PNG = "data:image/png;base64,iVBORw0KGgo="
+
 
 def verdict_of(request: dict[str, Any]) -> Verdict:
     return validate(ADAPTER.parse_request(request), CAPABILITIES)
@@ -141,6 +143,26 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "REJECTED",
         "chat_empty_call_name",
     ),
+    (
+        "a screenshot in a tool result (OpenHands #7700)",
+        body(
+            user("look"),
+            assistant(calls=[call("call_1")]),
+            {**tool("call_1"), "content": [{"type": "image_url", "image_url": {"url": PNG}}]},
+        ),
+        "REJECTED",
+        "chat_image_outside_user",
+    ),
+    (
+        "a generated image sent back as the assistant's (openai-node #1030)",
+        body(
+            user("draw a cat"),
+            {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": PNG}}]},
+            user("describe it"),
+        ),
+        "REJECTED",
+        "chat_image_outside_user",
+    ),
 ]
 
 
@@ -161,11 +183,15 @@ def test_each_invalid_sequence_gets_its_rule(request_body: dict[str, Any], statu
         pytest.param({"role": "assistant", "audio": {"id": "audio_abc"}}, id="assistant audio"),
         pytest.param({"role": "assistant", "content": None, "refusal": "no"}, id="a refusal"),
         pytest.param({"role": "assistant", "content": ""}, id="empty assistant text"),
+        pytest.param(
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": PNG}}]},
+            id="an image in a user message",
+        ),
     ],
 )
-def test_what_openai_takes_in_place_of_content_passes(message: dict[str, Any]):
+def test_the_neighbours_of_the_refused_shapes_pass(message: dict[str, Any]):
     """An empty content list is taken (openai-python #1812: 200); an assistant message may
-    carry audio or a refusal instead of content."""
+    carry audio or a refusal instead of content; a user message may hold images."""
     assert verdict_of(body(user("hi"), message, user("ok"))).ready
 
 

@@ -20,7 +20,12 @@ CAPABILITIES = Capabilities(
     result_window="tool_messages",
     merges_runs=False,
     max_call_id_length=40,
-    extra_rules=("chat_empty_array", "chat_content_required", "chat_empty_call_name"),
+    extra_rules=(
+        "chat_empty_array",
+        "chat_content_required",
+        "chat_empty_call_name",
+        "chat_image_outside_user",
+    ),
     outline_clears_extra_rules=True,
     request_rules=("chat_legacy_functions", "chat_stream_choices"),
 )

@@ -1,13 +1,14 @@
 """Shapes of a Chat message that OpenAI refuses, each quoted from its 400 (provider-rules.md
 §1.1-1.3 and the trackers named in docs/field-failures.md):
 
-    chat_empty_array       ``messages: []`` or ``tool_calls: []`` ("empty array. Expected an
-                           array with minimum length 1"); an empty ``content`` list passes, as
-                           OpenAI takes it
-    chat_content_required  ``content`` null or absent, but on an assistant message carrying
-                           its calls, audio or refusal ("expected a string, got null")
-    chat_empty_call_name   a tool call whose name is empty ("empty string. Expected a string
-                           with minimum length 1")
+- ``chat_empty_array``: ``messages: []`` or ``tool_calls: []`` ("empty array. Expected an
+  array with minimum length 1"); an empty ``content`` list passes, as OpenAI takes it;
+- ``chat_content_required``: ``content`` null or absent, but on an assistant message carrying
+  its calls, audio or refusal ("expected a string, got null");
+- ``chat_empty_call_name``: a tool call whose name is empty ("empty string. Expected a string
+  with minimum length 1");
+- ``chat_image_outside_user``: an image in a system, developer, assistant or tool message
+  ("Image URLs are only allowed for messages with role 'user'").
 
 None of these shapes is ever outlined (``openai_chat.request.outline_messages`` leaves such a
 request to the full parse), so a request whose messages are all plain cannot break them:
@@ -16,13 +17,20 @@ request to the full parse), so a request whose messages are all plain cannot bre
 
 from __future__ import annotations
 
-from turngate.graph.model import Message, MessageSequence, ToolCallBlock
+from turngate.graph.model import (
+    ImageBlock,
+    Message,
+    MessageSequence,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
 EMPTY_ARRAY = "chat_empty_array"
 CONTENT_REQUIRED = "chat_content_required"
 EMPTY_CALL_NAME = "chat_empty_call_name"
+IMAGE_OUTSIDE_USER = "chat_image_outside_user"
 
 _MIN_ONE = "empty array. Expected an array with minimum length 1, but got an empty array instead."
 # What stands in for an assistant message's content.
@@ -90,3 +98,37 @@ def empty_call_names(seq: MessageSequence) -> list[Violation]:
         for position, block in enumerate(b for b in message.blocks if isinstance(b, ToolCallBlock))
         if not block.name
     ]
+
+
+def _first_image(message: Message) -> ImageBlock | None:
+    for block in message.blocks:
+        if isinstance(block, ImageBlock):
+            return block
+        if isinstance(block, ToolResultBlock):
+            image = next((p for p in block.content if isinstance(p, ImageBlock)), None)
+            if image is not None:
+                return image
+    return None
+
+
+@rule(IMAGE_OUTSIDE_USER)
+def images_outside_user(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    for message in seq.messages:
+        if message.role == "user":
+            continue
+        image = _first_image(message)
+        if image is None:
+            continue
+        where = "a tool result" if message.role == "tool" else f"a {message.role} message"
+        out.append(
+            violation(
+                IMAGE_OUTSIDE_USER,
+                f'{where} holds an image; OpenAI: "Image URLs are only allowed for messages '
+                f"with role 'user', but this message with role '{message.role}' contains an "
+                'image URL." (send the image in a user message after the results)',
+                message,
+                image,
+            )
+        )
+    return out
