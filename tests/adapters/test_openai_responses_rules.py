@@ -221,6 +221,32 @@ def test_output_of_the_wrong_kind_for_its_call() -> None:
     assert verdict.rules == ["responses_output_type_mismatch"]
 
 
+def test_an_item_sent_twice_is_named_with_its_first_place() -> None:
+    """continue #10200 / #10723, vercel/ai #7883: a turn's reasoning item (or call) appended
+    to the input twice; OpenAI: "Duplicate item found with id rs_…"."""
+    step = [reasoning("rs_1"), {**call("call_1"), "id": "fc_1"}, output("call_1")]
+    _seq, verdict = check([USER, *step, *step[:2], output("call_1")])
+    # The step's reasoning and call again: each is the same item, refused by its id.
+    assert verdict.rules == ["responses_duplicate_item", "responses_duplicate_item"]
+    duplicates = [v for v in verdict.violations if v.rule == "responses_duplicate_item"]
+    assert [v.location for v in duplicates] == ["input[4]", "input[5]"]
+    assert "item 'rs_1' is sent twice, first at input[1]" in duplicates[0].message
+    assert "Duplicate item found with id rs_1" in duplicates[0].message
+
+
+def test_items_without_ids_and_references_are_not_duplicates() -> None:
+    """Easy-form messages carry no id; an item_reference names an item, it is not one."""
+    _seq, verdict = check(
+        [
+            USER,
+            USER,
+            {"type": "item_reference", "id": "msg_1"},
+            {"type": "item_reference", "id": "msg_1"},
+        ]
+    )
+    assert "responses_duplicate_item" not in verdict.rules
+
+
 # --- history the provider holds ---------------------------------------------------------
 
 

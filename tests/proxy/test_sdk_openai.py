@@ -207,6 +207,17 @@ RESPONSES_TABLE = [
         "incomplete_arguments",
     ),
     ("an unknown item type", [_user("hi"), {"type": "hologram", "data": {}}], "unknown_kind"),
+    (
+        "one item id sent twice (continue #10200)",
+        [
+            _user("hi"),
+            {**_call("call_1"), "id": "fc_1"},
+            _output("call_1"),
+            {**_call("call_2"), "id": "fc_1"},
+            _output("call_2"),
+        ],
+        "responses_duplicate_item",
+    ),
 ]
 
 

@@ -26,7 +26,11 @@ CAPABILITIES = Capabilities(
     # Observed: "Invalid 'input[2].call_id': string too long. Expected a string with
     # maximum length 64".
     max_call_id_length=64,
-    extra_rules=("responses_reasoning_unbound", "responses_output_type_mismatch"),
+    extra_rules=(
+        "responses_reasoning_unbound",
+        "responses_output_type_mismatch",
+        "responses_duplicate_item",
+    ),
     # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and
     # tools, as the Assistants it replaces did.
     tools_held_by=("prompt",),

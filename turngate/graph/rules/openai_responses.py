@@ -10,6 +10,8 @@
 * ``responses_output_type_mismatch``: ``function_call_output`` answers a
   ``function_call`` and ``custom_tool_call_output`` a ``custom_tool_call``; the provider
   looks the call up by ``call_id`` among calls of its own kind.
+* ``responses_duplicate_item``: two input items carry one ``id`` (a reasoning item, a call
+  or a message sent twice); the provider refuses it: "Duplicate item found with id rs_…".
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from turngate.graph.validator import Violation, violation
 
 REASONING_UNBOUND = "responses_reasoning_unbound"
 OUTPUT_TYPE_MISMATCH = "responses_output_type_mismatch"
+DUPLICATE_ITEM = "responses_duplicate_item"
 
 _CALL_TYPES = {"function": "function_call", "custom": "custom_tool_call"}
 _OUTPUT_TYPES = {"function": "function_call_output", "custom": "custom_tool_call_output"}
@@ -76,7 +79,7 @@ def _binding_problem(following: Message | None, *, has_id: bool) -> str | None:
         return f"{following.location} is a hosted tool result"
     if not isinstance(first, TextBlock | RefusalBlock | ToolCallBlock | ServerToolBlock):
         return f"{following.location} is a {first.kind} item"
-    if has_id and not isinstance(_item_id(following), str):
+    if has_id and _item_id(following) is None:
         return (
             f"{following.location} carries no item id, so it cannot be the output item the "
             "reasoning was produced with (replay output items unchanged, ids included)"
@@ -84,10 +87,13 @@ def _binding_problem(following: Message | None, *, has_id: bool) -> str | None:
     return None
 
 
-def _item_id(message: Message) -> object:
-    if message.shape == "item":
-        return message.blocks[0].attrs.get("id")
-    return message.attrs.get("id")
+def _item_id(message: Message) -> str | None:
+    """The ``id`` an input item carries: its one block's (a reasoning item, a call, an
+    output) or a message's own. An ``item_reference`` names another item and has none."""
+    value = (
+        message.blocks[0].attrs.get("id") if message.shape == "item" else message.attrs.get("id")
+    )
+    return value if isinstance(value, str) else None
 
 
 @rule(OUTPUT_TYPE_MISMATCH)
@@ -115,4 +121,29 @@ def output_type_mismatch(seq: MessageSequence) -> list[Violation]:
                 block,
             )
         )
+    return out
+
+
+@rule(DUPLICATE_ITEM)
+def duplicate_items(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    first_at: dict[str, Message] = {}
+    for item in seq.messages:
+        if item.origin != "input":
+            continue
+        item_id = _item_id(item)
+        if not item_id:
+            continue
+        first = first_at.setdefault(item_id, item)
+        if first.index != item.index:
+            out.append(
+                violation(
+                    DUPLICATE_ITEM,
+                    f"item '{item_id}' is sent twice, first at {first.location}; OpenAI: "
+                    f'"Duplicate item found with id {item_id}. Remove duplicate items from your '
+                    'input and try again."',
+                    item,
+                    item.blocks[0] if item.blocks else None,
+                )
+            )
     return out
