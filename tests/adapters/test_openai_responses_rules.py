@@ -234,16 +234,19 @@ def test_an_item_sent_twice_is_named_with_its_first_place() -> None:
     assert "Duplicate item found with id rs_1" in duplicates[0].message
 
 
-def test_items_without_ids_and_references_are_not_duplicates() -> None:
-    """Easy-form messages carry no id; an item_reference names an item, it is not one."""
-    _seq, verdict = check(
-        [
-            USER,
-            USER,
-            {"type": "item_reference", "id": "msg_1"},
-            {"type": "item_reference", "id": "msg_1"},
-        ]
-    )
+def test_items_without_ids_references_and_outputs_are_not_duplicates() -> None:
+    """Easy-form messages carry no id; an item_reference names an item, it is not one; a
+    local_shell_call_output's id is its call's (the SDK's type says so)."""
+    shell = {
+        "type": "local_shell_call",
+        "id": "ls_1",
+        "call_id": "call_ls",
+        "action": {"type": "exec", "command": ["ls"], "env": {}},
+        "status": "completed",
+    }
+    shell_output = {"type": "local_shell_call_output", "id": "ls_1", "output": "a.txt"}
+    reference = {"type": "item_reference", "id": "msg_1"}
+    _seq, verdict = check([USER, USER, reference, reference, shell, shell_output])
     assert "responses_duplicate_item" not in verdict.rules
 
 

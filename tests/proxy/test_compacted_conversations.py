@@ -37,6 +37,8 @@ def recorded() -> dict[str, Any]:
 def said(text: str, *, compacted: bool = False) -> Reply:
     body = copy.deepcopy(recorded())
     body["output"][0]["content"][0]["text"] = text
+    # Each answer is its own item, as OpenAI issues them: an id sent twice is refused.
+    body["output"][0]["id"] = f"msg_{text}"
     if compacted:
         body["output"].insert(0, COMPACTION)
     return Reply.json(body)

@@ -12,6 +12,7 @@
   looks the call up by ``call_id`` among calls of its own kind.
 * ``responses_duplicate_item``: two input items carry one ``id`` (a reasoning item, a call
   or a message sent twice); the provider refuses it: "Duplicate item found with id rs_…".
+  Outputs are not counted: some name their call by ``id``.
 """
 
 from __future__ import annotations
@@ -124,6 +125,15 @@ def output_type_mismatch(seq: MessageSequence) -> list[Violation]:
     return out
 
 
+def _own_id(item: Message) -> str | None:
+    """The id of a message, a reasoning item or a call: each names the item itself. An
+    output's may name its call (``local_shell_call_output.id`` is the call's), so outputs
+    are not counted."""
+    if item.shape == "item" and not isinstance(item.blocks[0], ReasoningBlock | ToolCallBlock):
+        return None
+    return _item_id(item)
+
+
 @rule(DUPLICATE_ITEM)
 def duplicate_items(seq: MessageSequence) -> list[Violation]:
     out: list[Violation] = []
@@ -131,7 +141,7 @@ def duplicate_items(seq: MessageSequence) -> list[Violation]:
     for item in seq.messages:
         if item.origin != "input":
             continue
-        item_id = _item_id(item)
+        item_id = _own_id(item)
         if not item_id:
             continue
         first = first_at.setdefault(item_id, item)
