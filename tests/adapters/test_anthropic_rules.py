@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.adapters.anthropic_builders import (
+    WEATHER_TOOL,
     assistant,
     body,
     parse,
@@ -22,6 +23,8 @@ from tests.adapters.anthropic_builders import (
 )
 from turngate.adapters.anthropic import CAPABILITIES
 from turngate.graph.validator import validate
+
+CACHED = {"type": "ephemeral"}
 
 TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
     (
@@ -246,6 +249,18 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_prefill_unsupported"],
     ),
     (
+        "five cache breakpoints: a tool, the system prompt and three turns (continue PR #6937)",
+        body(
+            user(text("q1", cache_control=CACHED)),
+            assistant(text("a1", cache_control=CACHED)),
+            user(text("q2", cache_control=CACHED)),
+            system=[text("be brief", cache_control=CACHED)],
+            tools=[{**WEATHER_TOOL, "cache_control": CACHED}],
+        ),
+        "REJECTED",
+        ["anthropic_cache_breakpoints"],
+    ),
+    (
         "an answered turn left last, to a Claude 5 model (magic-context #511)",
         body(user("hi"), assistant("hello"), model="claude-sonnet-5"),
         "REJECTED",
@@ -382,6 +397,23 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     (
         "a paused server tool loop resent as the final assistant message (pause_turn)",
         body(user("research this"), assistant(server_tool_use("srvtoolu_01"))),
+    ),
+    (
+        "four cache breakpoints, and marks inside a tool result left to Anthropic",
+        body(
+            user(text("weather?", cache_control=CACHED)),
+            assistant(tool_use("toolu_1")),
+            user(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [text("sunny", cache_control=CACHED)],
+                    "cache_control": CACHED,
+                }
+            ),
+            system=[text("be brief", cache_control=CACHED)],
+            tools=[{**WEATHER_TOOL, "cache_control": CACHED}],
+        ),
     ),
     (
         "Claude 4.6: a paused server tool loop is resent as the final assistant message",

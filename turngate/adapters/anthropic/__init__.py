@@ -30,6 +30,7 @@ CAPABILITIES = Capabilities(
         "anthropic_server_tool_id",
         "anthropic_thinking_first",
         "anthropic_thinking_signature",
+        "anthropic_cache_breakpoints",
     ),
     # Anthropic-defined client tools, called with tool_use and run by the application;
     # its server tools (web_search_*, web_fetch_*, code_execution_*, tool_search_*) are not.

@@ -22,6 +22,8 @@ merged as the API merges them). These rules add what only Anthropic enforces:
     anthropic_thinking_first       thinking enabled: an open tool loop's assistant turn starts with
                                    thinking or redacted_thinking
     anthropic_thinking_signature   thinking on: a thinking block before a tool_use has a signature
+    anthropic_cache_breakpoints    at most 4 ``cache_control`` marks on tools, system blocks and
+                                   message blocks together
 
 A "tool loop" is what Anthropic calls one assistant turn: the assistant messages after the
 last user message that carries no tool_result, with the result messages between them.
@@ -54,6 +56,8 @@ SERVER_TOOL_ID = "anthropic_server_tool_id"
 PREFILL_UNSUPPORTED = "anthropic_prefill_unsupported"
 THINKING_FIRST = "anthropic_thinking_first"
 THINKING_SIGNATURE = "anthropic_thinking_signature"
+CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
+MAX_CACHE_BREAKPOINTS = 4
 
 SERVER_TOOL_ID_PATTERN = re.compile(r"srvtoolu_[a-zA-Z0-9_]+")
 # A Claude model's version from its id: "claude-sonnet-4-6", "claude-opus-4-7@20260101",
@@ -408,3 +412,26 @@ def thinking_signature(seq: MessageSequence) -> list[Violation]:
                     )
                 )
     return out
+
+
+@rule(CACHE_BREAKPOINTS)
+def cache_breakpoints(seq: MessageSequence) -> list[Violation]:
+    """Marks on tool definitions, system blocks and message blocks count; those nested in a
+    tool_result's content and the request's own ``cache_control`` are left to Anthropic."""
+    marked_tools = sum(1 for t in seq.tools if isinstance(t.attrs.get("cache_control"), dict))
+    marked = [(m, b) for m, b in seq.blocks() if isinstance(b.attrs.get("cache_control"), dict)]
+    found = marked_tools + len(marked)
+    if found <= MAX_CACHE_BREAKPOINTS:
+        return []
+    message, block = marked[-1] if marked else (None, None)
+    return [
+        violation(
+            CACHE_BREAKPOINTS,
+            f"{found} blocks carry cache_control ({marked_tools} tool definition(s), "
+            f'{len(marked)} content block(s)); Anthropic: "A maximum of '
+            f'{MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}." '
+            "(keep the marks on the last tool, the system prompt and the newest turns)",
+            message,
+            block,
+        )
+    ]
