@@ -144,6 +144,18 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "chat_empty_call_name",
     ),
     (
+        "an agent's name with a space (autogen #4157, langgraph PR #277)",
+        body({**user("hi"), "name": "Subject Matter Expert"}),
+        "REJECTED",
+        "chat_name_pattern",
+    ),
+    (
+        "a call of an MCP tool whose name has a dot (mcp-use #90)",
+        body(user("hi"), assistant(calls=[call("call_1", name="fs.read")]), tool("call_1")),
+        "REJECTED",
+        "chat_name_pattern",
+    ),
+    (
         "a screenshot in a tool result (OpenHands #7700)",
         body(
             user("look"),
@@ -187,6 +199,7 @@ def test_each_invalid_sequence_gets_its_rule(request_body: dict[str, Any], statu
             {"role": "user", "content": [{"type": "image_url", "image_url": {"url": PNG}}]},
             id="an image in a user message",
         ),
+        pytest.param({**user("ok"), "name": "Subject_Matter-Expert2"}, id="a name that fits"),
     ],
 )
 def test_the_neighbours_of_the_refused_shapes_pass(message: dict[str, Any]):

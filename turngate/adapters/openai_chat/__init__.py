@@ -25,6 +25,7 @@ CAPABILITIES = Capabilities(
         "chat_content_required",
         "chat_empty_call_name",
         "chat_image_outside_user",
+        "chat_name_pattern",
     ),
     outline_clears_extra_rules=True,
     request_rules=("chat_legacy_functions", "chat_stream_choices"),

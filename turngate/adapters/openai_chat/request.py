@@ -34,6 +34,7 @@ from turngate.graph.model import (
     new_tool_result,
 )
 from turngate.graph.outline import OutlineCall, OutlineMessage, SequenceOutline
+from turngate.graph.rules.openai_chat import name_fits
 
 API: ApiName = "openai_chat"
 ADAPTER_ID = "openai_chat@1"
@@ -98,7 +99,7 @@ def outline_messages(messages_in: list[Any]) -> tuple[OutlineMessage, ...] | Non
     Each test below keeps a message out of the outline unless ``parse_message`` would build
     exactly a text block in its role, function calls with no extra fields, or a result of one
     text part, with no attrs anywhere; and none is a shape graph/rules/openai_chat.py refuses
-    (no messages, a call with an empty name).
+    (no messages, a call name outside OpenAI's pattern).
     """
     if not messages_in:
         return None
@@ -151,7 +152,7 @@ def _outline_calls(calls_in: list[Any]) -> tuple[OutlineCall, ...] | None:
         name, arguments = function.get("name"), function.get("arguments")
         if (
             type(name) is not str
-            or not name
+            or not name_fits(name)
             or type(arguments) is not str
             or not function.keys() <= _FUNCTION_FIELDS
         ):

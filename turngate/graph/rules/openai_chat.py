@@ -8,7 +8,9 @@
 - ``chat_empty_call_name``: a tool call whose name is empty ("empty string. Expected a string
   with minimum length 1");
 - ``chat_image_outside_user``: an image in a system, developer, assistant or tool message
-  ("Image URLs are only allowed for messages with role 'user'").
+  ("Image URLs are only allowed for messages with role 'user'");
+- ``chat_name_pattern``: a message's ``name`` or a function call's name with characters
+  other than ``a-z A-Z 0-9 _ -`` ("string does not match pattern").
 
 None of these shapes is ever outlined (``openai_chat.request.outline_messages`` leaves such a
 request to the full parse), so a request whose messages are all plain cannot break them:
@@ -16,6 +18,8 @@ request to the full parse), so a request whose messages are all plain cannot bre
 """
 
 from __future__ import annotations
+
+import re
 
 from turngate.graph.model import (
     ImageBlock,
@@ -31,6 +35,22 @@ EMPTY_ARRAY = "chat_empty_array"
 CONTENT_REQUIRED = "chat_content_required"
 EMPTY_CALL_NAME = "chat_empty_call_name"
 IMAGE_OUTSIDE_USER = "chat_image_outside_user"
+NAME_PATTERN = "chat_name_pattern"
+NAME_CHARACTERS = r"^[a-zA-Z0-9_-]+$"
+_NAME = re.compile(NAME_CHARACTERS[1:-1]).fullmatch
+# Names already matched: agents call a few tools many times, and the outline asks per call.
+_NAMES_SEEN: dict[str, bool] = {}
+
+
+def name_fits(name: str) -> bool:
+    """Whether OpenAI takes ``name`` as a message's or a function's name."""
+    fits = _NAMES_SEEN.get(name)
+    if fits is None:
+        if len(_NAMES_SEEN) >= 4096:
+            _NAMES_SEEN.clear()
+        fits = _NAMES_SEEN[name] = _NAME(name) is not None
+    return fits
+
 
 _MIN_ONE = "empty array. Expected an array with minimum length 1, but got an empty array instead."
 # What stands in for an assistant message's content.
@@ -131,4 +151,40 @@ def images_outside_user(seq: MessageSequence) -> list[Violation]:
                 image,
             )
         )
+    return out
+
+
+def _pattern_text(param: str) -> str:
+    return (
+        f"OpenAI: \"Invalid '{param}': string does not match pattern. Expected a string that "
+        f"matches the pattern '{NAME_CHARACTERS}'.\""
+    )
+
+
+@rule(NAME_PATTERN)
+def names_outside_pattern(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    for message in seq.messages:
+        name = message.attrs.get("name")
+        if isinstance(name, str) and not name_fits(name):
+            out.append(
+                violation(
+                    NAME_PATTERN,
+                    f"{message.role} message is named {name!r}; "
+                    f"{_pattern_text(f'{message.location}.name')} (an agent's name: no spaces)",
+                    message,
+                )
+            )
+        calls = (b for b in message.blocks if isinstance(b, ToolCallBlock))
+        for position, call in enumerate(calls):
+            if call.tool_type == "function" and call.name and not name_fits(call.name):
+                param = f"{message.location}.tool_calls[{position}].function.name"
+                out.append(
+                    violation(
+                        NAME_PATTERN,
+                        f"tool call '{call.call_id}' calls {call.name!r}; {_pattern_text(param)}",
+                        message,
+                        call,
+                    )
+                )
     return out
