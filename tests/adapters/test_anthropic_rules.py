@@ -261,6 +261,18 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_cache_breakpoints"],
     ),
     (
+        "a client tool named like the server tool beside it (LibreChat #13162)",
+        body(
+            user("news?"),
+            tools=[
+                {**WEATHER_TOOL, "name": "web_search"},
+                {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+            ],
+        ),
+        "REJECTED",
+        ["anthropic_tool_names_unique"],
+    ),
+    (
         "an answered turn left last, to a Claude 5 model (magic-context #511)",
         body(user("hi"), assistant("hello"), model="claude-sonnet-5"),
         "REJECTED",
@@ -397,6 +409,17 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     (
         "a paused server tool loop resent as the final assistant message (pause_turn)",
         body(user("research this"), assistant(server_tool_use("srvtoolu_01"))),
+    ),
+    (
+        "a client tool and a server tool of other names, and a toolset (named by its members)",
+        body(
+            user("news?"),
+            tools=[
+                WEATHER_TOOL,
+                {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+                {"type": "browser_toolset_20260101"},
+            ],
+        ),
     ),
     (
         "four cache breakpoints, and marks inside a tool result left to Anthropic",

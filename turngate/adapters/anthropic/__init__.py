@@ -31,6 +31,7 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_first",
         "anthropic_thinking_signature",
         "anthropic_cache_breakpoints",
+        "anthropic_tool_names_unique",
     ),
     # Anthropic-defined client tools, called with tool_use and run by the application;
     # its server tools (web_search_*, web_fetch_*, code_execution_*, tool_search_*) are not.

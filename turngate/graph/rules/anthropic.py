@@ -24,6 +24,7 @@ merged as the API merges them). These rules add what only Anthropic enforces:
     anthropic_thinking_signature   thinking on: a thinking block before a tool_use has a signature
     anthropic_cache_breakpoints    at most 4 ``cache_control`` marks on tools, system blocks and
                                    message blocks together
+    anthropic_tool_names_unique    no two tools (client or server) share a name
 
 A "tool loop" is what Anthropic calls one assistant turn: the assistant messages after the
 last user message that carries no tool_result, with the result messages between them.
@@ -43,6 +44,7 @@ from turngate.graph.model import (
     ServerToolBlock,
     TextBlock,
     ToolCallBlock,
+    ToolDef,
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
@@ -57,6 +59,7 @@ PREFILL_UNSUPPORTED = "anthropic_prefill_unsupported"
 THINKING_FIRST = "anthropic_thinking_first"
 THINKING_SIGNATURE = "anthropic_thinking_signature"
 CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
+TOOL_NAMES_UNIQUE = "anthropic_tool_names_unique"
 MAX_CACHE_BREAKPOINTS = 4
 
 SERVER_TOOL_ID_PATTERN = re.compile(r"srvtoolu_[a-zA-Z0-9_]+")
@@ -435,3 +438,34 @@ def cache_breakpoints(seq: MessageSequence) -> list[Violation]:
             block,
         )
     ]
+
+
+def _declared_name(tool: ToolDef) -> str | None:
+    """The name a tool is declared under; a toolset declares none (its type stands in)."""
+    if tool.tool_type != "hosted":
+        return tool.name
+    native = tool.attrs.get("$native")
+    name = native.get("name") if isinstance(native, dict) else None
+    return name if isinstance(name, str) else None
+
+
+@rule(TOOL_NAMES_UNIQUE)
+def tool_names_unique(seq: MessageSequence) -> list[Violation]:
+    seen: dict[str, int] = {}
+    out: list[Violation] = []
+    for position, tool in enumerate(seq.tools):
+        name = _declared_name(tool)
+        if name is None:
+            continue
+        first = seen.setdefault(name, position)
+        if first != position:
+            out.append(
+                violation(
+                    TOOL_NAMES_UNIQUE,
+                    f"tools[{position}] and tools[{first}] are both named '{name}'; Anthropic: "
+                    '"tools: Tool names must be unique." (a server tool such as web_search '
+                    "takes its name too: rename the client tool)",
+                    None,
+                )
+            )
+    return out
