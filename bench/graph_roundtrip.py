@@ -67,7 +67,9 @@ def tool_heavy_request(messages: int = 200, target_bytes: int = 150_000) -> dict
             )
     while len(body) < messages:
         role = "user" if body[-1]["role"] != "user" else "assistant"
-        body.append({"role": role, "content": PARAGRAPH})
+        # Trimmed: rendered to Anthropic, a last assistant text is a prefill, which may not
+        # end in whitespace (anthropic_prefill_whitespace).
+        body.append({"role": role, "content": PARAGRAPH.rstrip()})
     request = {
         "model": "gpt-4o",
         "messages": body,

@@ -81,3 +81,14 @@ def test_a_bench_that_finds_a_fault_fails_the_run(
     monkeypatch.setattr(bench.fuzz_long, "main", lambda: 1)  # as when it finds a crash
     assert entry.main(["fuzz"]) == 1
     assert "failed: fuzz_long" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("api", ["openai_responses", "anthropic", "gemini"])
+def test_the_round_trip_benchs_conversation_is_valid_in_every_api(api: str):
+    # The bench asserts each API's form of its conversation is ready before it times it; a
+    # new rule that refuses the form stops the bench (it did, unnoticed, for a session).
+    from bench.graph_roundtrip import _other_api_rows, tool_heavy_request
+    from turngate.adapters.openai_chat import ADAPTER
+
+    rows = _other_api_rows(api, ADAPTER.parse_request(tool_heavy_request()))
+    assert len(rows) == 2
