@@ -37,7 +37,7 @@ EMPTY_CALL_NAME = "chat_empty_call_name"
 IMAGE_OUTSIDE_USER = "chat_image_outside_user"
 NAME_PATTERN = "chat_name_pattern"
 NAME_CHARACTERS = r"^[a-zA-Z0-9_-]+$"
-_NAME = re.compile(NAME_CHARACTERS[1:-1]).fullmatch
+_NAME = re.compile(NAME_CHARACTERS[1:-1]).fullmatch  # the pattern without its anchors
 # Names already matched: agents call a few tools many times, and the outline asks per call.
 _NAMES_SEEN: dict[str, bool] = {}
 
@@ -70,7 +70,7 @@ def empty_arrays(seq: MessageSequence) -> list[Violation]:
     return [
         violation(
             EMPTY_ARRAY,
-            f'assistant message has an empty tool_calls list; OpenAI: "Invalid '
+            f'{message.role} message has an empty tool_calls list; OpenAI: "Invalid '
             f"'{message.location}.tool_calls': {_MIN_ONE}\" (leave tool_calls out)",
             message,
         )
