@@ -9,6 +9,7 @@ import pytest
 
 from turngate.adapters.openai_responses import ADAPTER, CAPABILITIES
 from turngate.graph.model import MessageSequence
+from turngate.graph.rules.openai_responses import missing_reasoning, reasoning_bindings
 from turngate.graph.validator import Verdict, validate
 
 USER: dict[str, Any] = {"role": "user", "content": "What is the weather in Paris and Rome?"}
@@ -281,3 +282,38 @@ def test_an_item_reference_also_means_the_provider_holds_history() -> None:
     seq, verdict = check([USER, {"type": "item_reference", "id": "fc_77"}, output("call_77")])
     assert seq.history == "partial"
     assert verdict.status == "READY", verdict.violations
+
+
+def test_an_answers_items_are_bound_to_the_reasoning_right_before_them() -> None:
+    """Only the item right after a reasoning item is bound to it (a parallel call after the
+    first is not), and an item without an id binds nothing."""
+    answer = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5",
+        "output": [
+            reasoning("rs_1"),
+            {**call("call_1"), "id": "fc_1"},
+            {**call("call_2"), "id": "fc_2"},
+            reasoning("rs_2"),
+            {**call("call_3"), "id": "fc_3"},
+            reasoning("rs_3"),
+            call("call_4"),
+        ],
+    }
+    turn = ADAPTER.parse_response(answer)
+    assert reasoning_bindings(turn.blocks) == {"fc_1": "rs_1", "fc_3": "rs_2"}
+
+
+def test_an_item_without_its_reasoning_is_named_unless_unstored_or_chained() -> None:
+    required = {"fc_1": "rs_1"}.get
+    items = [USER, {**call("call_1"), "id": "fc_1"}, output("call_1")]
+    seq, _ = check(items)
+    (only,) = missing_reasoning(seq, required)
+    assert only.rule == "responses_reasoning_missing"
+    assert only.location == "input[1]"
+    assert "Item 'fc_1' of type 'function_call' was provided without its required" in only.message
+    assert missing_reasoning(check([USER, reasoning("rs_1"), *items[1:]])[0], required) == []
+    assert missing_reasoning(check(items, store=False)[0], required) == []
+    assert missing_reasoning(check(items, previous_response_id="resp_0")[0], required) == []

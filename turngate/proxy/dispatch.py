@@ -211,6 +211,7 @@ async def prepare(
         refuse_unframed_stream(request, route)
         refuse_invalid(verdict)
         judged = services.replies.refuse_unanswered(seq, credential)
+        services.replies.refuse_unbound_items(seq, credential)
         outbound, final_body = render(adapter, seq, body, raw)
         await admit_or_ask(
             request, route, services, policy=policy, seq=seq, final_body=final_body, model=model

@@ -208,6 +208,10 @@ def shadow_outcome(
     except SequenceRejected as exc:
         later_rules.append(exc.rule)
     try:
+        services.replies.refuse_unbound_items(seq, shadowed.credential)
+    except SequenceRejected as exc:
+        later_rules.append(exc.rule)
+    try:
         rendered = adapter.render_request(seq)
     except TurngateError as exc:
         record = failed_render_record(

@@ -6,6 +6,9 @@ provider holds it. Two things of that reply still decide whether the request may
 
 - **its open calls** (graph/chained.py): each needs its result in the request, or the
   provider refuses it; turngate refuses it first (``missing_result``), nothing sent.
+- **the reasoning its items came with** (Responses): an item the provider stored right after
+  a reasoning item must go back with it when the next request sends it by id, or the
+  provider refuses the request; turngate refuses it first (``responses_reasoning_missing``).
 - **a thread's toolset**: a continue carries neither ``system`` nor ``tools`` (the server
   keeps those the thread was created with, and the SDK refuses a continue that would change
   them), so its answer's calls are checked against the toolset the request that produced
@@ -31,6 +34,7 @@ from turngate.adapters.anthropic.request import thread_anchor
 from turngate.errors import SequenceRejected, TurngateError
 from turngate.graph.chained import OpenCall, open_calls, unanswered
 from turngate.graph.model import MessageSequence
+from turngate.graph.rules.openai_responses import missing_reasoning, reasoning_bindings
 from turngate.graph.schema_check import OpenToolset, ToolSchemas
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.continuation import kept_answer
@@ -88,9 +92,15 @@ class Replies:
     def __init__(self, size: int = REMEMBERED) -> None:
         self.calls: ReplyMemory[tuple[OpenCall, ...]] = ReplyMemory(size)
         self.toolsets: ReplyMemory[dict[str, Any]] = ReplyMemory(size)
+        # Output item id -> the reasoning item right before it (Responses).
+        self.reasoning: ReplyMemory[str] = ReplyMemory(size)
 
     def committed(self, api: str, turn: AssistantTurn, credential: str | None) -> None:
-        """``turn`` is a committed answer: a request chained to it must answer its calls."""
+        """``turn`` is a committed answer: a request chained to it must answer its calls,
+        and one that sends its items back, their reasoning."""
+        if api == "openai_responses":
+            for item, reasoning in reasoning_bindings(turn.blocks).items():
+                self.reasoning.put(_key(credential, item), reasoning)
         if turn.handle is None or api not in CHAINED_APIS:
             return
         # A reply without calls too: the next request chained to it then needs no lookup.
@@ -110,6 +120,15 @@ class Replies:
         if violations:
             raise SequenceRejected(violations)
         return True
+
+    def refuse_unbound_items(self, seq: MessageSequence, credential: str | None) -> None:
+        """Raise ``SequenceRejected`` (``responses_reasoning_missing``) when ``seq`` sends
+        back an item of a remembered answer without the reasoning item it came with."""
+        if seq.api != "openai_responses":
+            return
+        violations = missing_reasoning(seq, lambda item: self.reasoning.get(_key(credential, item)))
+        if violations:
+            raise SequenceRejected(violations)
 
     async def refuse_unanswered_kept(
         self,

@@ -10,6 +10,10 @@
 * ``responses_output_type_mismatch``: ``function_call_output`` answers a
   ``function_call`` and ``custom_tool_call_output`` a ``custom_tool_call``; the provider
   looks the call up by ``call_id`` among calls of its own kind.
+* ``responses_reasoning_missing`` (run by the proxy, which remembers the answers it
+  relayed: proxy/replies.py): an item sent back by its id without the reasoning item that
+  came right before it in the answer; the provider, which stored both, refuses it: "Item
+  'fc_…' of type 'function_call' was provided without its required 'reasoning' item".
 * ``responses_duplicate_item``: two input items carry one ``id`` (a reasoning item, a call
   or a message sent twice); the provider refuses it: "Duplicate item found with id rs_…".
   Outputs are not counted: some name their call by ``id``.
@@ -17,7 +21,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from turngate.graph.model import (
+    AnyBlock,
     CompressionBlock,
     Message,
     MessageSequence,
@@ -34,6 +41,7 @@ from turngate.graph.validator import Violation, violation
 REASONING_UNBOUND = "responses_reasoning_unbound"
 OUTPUT_TYPE_MISMATCH = "responses_output_type_mismatch"
 DUPLICATE_ITEM = "responses_duplicate_item"
+MISSING_REASONING = "responses_reasoning_missing"
 
 _CALL_TYPES = {"function": "function_call", "custom": "custom_tool_call"}
 _OUTPUT_TYPES = {"function": "function_call_output", "custom": "custom_tool_call_output"}
@@ -156,4 +164,54 @@ def duplicate_items(seq: MessageSequence) -> list[Violation]:
                     item.blocks[0] if item.blocks else None,
                 )
             )
+    return out
+
+
+def reasoning_bindings(blocks: Sequence[AnyBlock]) -> dict[str, str]:
+    """An answer's output item ids -> the id of the reasoning item right before each: the
+    provider stores the two together and requires the reasoning wherever the item goes back."""
+    bound: dict[str, str] = {}
+    reasoning: str | None = None
+    for block in blocks:
+        item_id = block.attrs.get("id")
+        if not isinstance(item_id, str):
+            reasoning = None
+        elif isinstance(block, ReasoningBlock):
+            reasoning = item_id
+        else:
+            if reasoning is not None:
+                bound[item_id] = reasoning
+            reasoning = None
+    return bound
+
+
+def missing_reasoning(
+    seq: MessageSequence, required: Callable[[str], str | None]
+) -> list[Violation]:
+    """Items of ``seq`` sent back by id without the reasoning item ``required`` names for
+    them. Only for a request whose items the provider stored (``store`` not false) and
+    that chains to nothing it holds."""
+    if seq.envelope.get("store") is False or seq.history != "complete":
+        return []
+    items = [m for m in seq.messages if m.origin == "input"]
+    sent = {item_id for item in items if (item_id := _item_id(item))}
+    out: list[Violation] = []
+    for item in items:
+        item_id = _item_id(item)
+        reasoning = required(item_id) if item_id else None
+        if reasoning is None or reasoning in sent:
+            continue
+        kind = item.blocks[0].attrs.get("type", "item") if item.blocks else "item"
+        out.append(
+            violation(
+                MISSING_REASONING,
+                f"item '{item_id}' came right after reasoning item '{reasoning}' in the answer "
+                f"turngate relayed, and is sent back without it; OpenAI: \"Item '{item_id}' of "
+                f"type '{kind}' was provided without its required 'reasoning' item: "
+                f"'{reasoning}'.\" (send the reasoning item back before it, or leave out the "
+                "items' ids)",
+                item,
+                item.blocks[0] if item.blocks else None,
+            )
+        )
     return out
