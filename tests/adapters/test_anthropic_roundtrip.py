@@ -354,12 +354,17 @@ def anthropic_graphs(draw: st.DrawFn) -> MessageSequence:
                 results.append(TextBlock(text=draw(_texts), **b.common(f"m{index}.t", "user")))
             messages.append(Message(index=index, role="user", blocks=tuple(results)))
             index += 1
+    envelope: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 1024}
+    if any(isinstance(block, ReasoningBlock) for m in messages for block in m.blocks):
+        # Thinking blocks come with thinking on (anthropic_thinking_disabled); adaptive
+        # thinking may think in some turns and not in others.
+        envelope["thinking"] = {"type": "adaptive"}
     return MessageSequence(
         api="anthropic",
         adapter="anthropic@1",
         model="claude-sonnet-4-5",
         messages=tuple(messages),
-        envelope={"model": "claude-sonnet-4-5", "max_tokens": 1024},
+        envelope=envelope,
         max_output_tokens=1024,
     )
 

@@ -317,7 +317,24 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
             thinking={"type": "enabled", "budget_tokens": 1024},
         ),
         "REJECTED",
-        ["anthropic_thinking_first"],
+        # Text before thinking in one message breaks the order Anthropic requires too.
+        ["anthropic_thinking_first", "anthropic_thinking_order"],
+    ),
+    (
+        "thinking off and the open tool loop holds thinking (forgecode #1853)",
+        body(
+            user("weather?"),
+            assistant(thinking(), tool_use("toolu_1")),
+            user(tool_result("toolu_1")),
+        ),
+        "REJECTED",
+        ["anthropic_thinking_disabled"],
+    ),
+    (
+        "text before thinking in an earlier answer (claude-code #20705)",
+        body(user("hi"), assistant(text("hello"), thinking()), user("next?")),
+        "REJECTED",
+        ["anthropic_thinking_order"],
     ),
     (
         "a thinking block before a tool_use with its signature missing",
@@ -420,6 +437,10 @@ VALID: list[tuple[str, dict[str, Any]]] = [
                 {"type": "browser_toolset_20260101"},
             ],
         ),
+    ),
+    (
+        "thinking off: a finished earlier turn keeps its thinking",
+        body(user("hi"), assistant(thinking(), text("hello")), user("next?")),
     ),
     (
         "four cache breakpoints, and marks inside a tool result left to Anthropic",

@@ -30,6 +30,8 @@ CAPABILITIES = Capabilities(
         "anthropic_server_tool_id",
         "anthropic_thinking_first",
         "anthropic_thinking_signature",
+        "anthropic_thinking_disabled",
+        "anthropic_thinking_order",
         "anthropic_cache_breakpoints",
         "anthropic_tool_names_unique",
     ),

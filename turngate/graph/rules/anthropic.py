@@ -22,6 +22,8 @@ merged as the API merges them). These rules add what only Anthropic enforces:
     anthropic_thinking_first       thinking enabled: an open tool loop's assistant turn starts with
                                    thinking or redacted_thinking
     anthropic_thinking_signature   thinking on: a thinking block before a tool_use has a signature
+    anthropic_thinking_disabled    thinking off: the open tool loop (or a prefill) holds no thinking
+    anthropic_thinking_order       an assistant message holding thinking starts with thinking
     anthropic_cache_breakpoints    at most 4 ``cache_control`` marks on tools, system blocks and
                                    message blocks together
     anthropic_tool_names_unique    no two tools (client or server) share a name
@@ -58,6 +60,8 @@ SERVER_TOOL_ID = "anthropic_server_tool_id"
 PREFILL_UNSUPPORTED = "anthropic_prefill_unsupported"
 THINKING_FIRST = "anthropic_thinking_first"
 THINKING_SIGNATURE = "anthropic_thinking_signature"
+THINKING_DISABLED = "anthropic_thinking_disabled"
+THINKING_ORDER = "anthropic_thinking_order"
 CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
 TOOL_NAMES_UNIQUE = "anthropic_tool_names_unique"
 MAX_CACHE_BREAKPOINTS = 4
@@ -349,13 +353,9 @@ def _thinking_type(seq: MessageSequence) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-@rule(THINKING_FIRST)
-def thinking_first(seq: MessageSequence) -> list[Violation]:
-    """With ``thinking: enabled`` the API refuses an open tool loop whose assistant turn does
-    not start with thinking ("a final assistant message must start with a thinking block").
-    Adaptive thinking may skip thinking, so it is not checked."""
-    if _thinking_type(seq) != "enabled":
-        return []
+def _open_loop(seq: MessageSequence) -> list[Message]:
+    """The messages after the last user message that carries no tool_result: the assistant
+    turn the request goes on with, and its results."""
     conversation = [m for m in _conversation(seq) if m.role in ("user", "assistant")]
     start = 0
     for position, message in enumerate(conversation):
@@ -363,7 +363,17 @@ def thinking_first(seq: MessageSequence) -> list[Violation]:
             isinstance(b, ToolResultBlock) for b in message.blocks
         ):
             start = position + 1
-    loop = conversation[start:]
+    return conversation[start:]
+
+
+@rule(THINKING_FIRST)
+def thinking_first(seq: MessageSequence) -> list[Violation]:
+    """With ``thinking: enabled`` the API refuses an open tool loop whose assistant turn does
+    not start with thinking ("a final assistant message must start with a thinking block").
+    Adaptive thinking may skip thinking, so it is not checked."""
+    if _thinking_type(seq) != "enabled":
+        return []
+    loop = _open_loop(seq)
     if not loop or loop[-1].role != "user":
         return []
     if not any(isinstance(b, ToolCallBlock) for m in loop for b in m.blocks):
@@ -468,4 +478,60 @@ def tool_names_unique(seq: MessageSequence) -> list[Violation]:
                     None,
                 )
             )
+    return out
+
+
+@rule(THINKING_DISABLED)
+def thinking_disabled(seq: MessageSequence) -> list[Violation]:
+    """Thinking off (``thinking`` absent or disabled): the assistant turn the request goes on
+    with holds no thinking block; earlier, finished turns may keep theirs."""
+    if _thinking_type(seq) not in (None, "disabled"):
+        return []
+    found = next(
+        (
+            (m, b)
+            for m in _open_loop(seq)
+            if m.role == "assistant"
+            for b in m.blocks
+            if isinstance(b, ReasoningBlock)
+        ),
+        None,
+    )
+    if found is None:
+        return []
+    message, block = found
+    return [
+        violation(
+            THINKING_DISABLED,
+            f"thinking is off and the assistant turn the request goes on with holds a {block.kind} "
+            'block; Anthropic: "When thinking is disabled, an `assistant` message in the final '
+            'position cannot contain `thinking`." (enable thinking, or drop the block)',
+            message,
+            block,
+        )
+    ]
+
+
+@rule(THINKING_ORDER)
+def thinking_order(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    for entry in _entries(seq):
+        if entry[0].role != "assistant":
+            continue
+        blocks = [(m, b) for m in entry for b in m.blocks]
+        if not any(isinstance(b, ReasoningBlock) for _m, b in blocks):
+            continue
+        message, first = blocks[0]
+        if isinstance(first, ReasoningBlock):
+            continue
+        out.append(
+            violation(
+                THINKING_ORDER,
+                f"assistant message holds thinking but starts with {first.kind}; Anthropic: "
+                '"If an assistant message contains any thinking blocks, the first block must '
+                'be thinking or redacted_thinking." (send its blocks back in their order)',
+                message,
+                first,
+            )
+        )
     return out
