@@ -221,3 +221,28 @@ async def test_a_chained_request_without_the_calls_outputs_shows_as_would_refuse
     assert record["operationId"] == headers["Turngate-Operation-Id"]
     assert "missing_result" in record["rules"]
     assert (await shadow_report(stack))["wouldRefuse"] == 1
+
+
+async def test_a_call_sent_back_without_its_reasoning_shows_as_would_refuse(make: StackMaker):
+    stack = await make(policy=SHADOW)
+    path = "/openai/v1/responses"
+    answer = orjson.loads(fixture_bytes("openai-responses/pai-nonstream-function-call.json"))
+    answer["output"].insert(0, {"type": "reasoning", "id": "rs_shadow_1", "summary": []})
+    stack.upstream.reply(Reply.json(answer))
+    ask = {"model": "gpt-5", "input": "Capital of PotatoLand?"}
+    status, _headers, body = await post(stack, path, ask)
+    assert status == 200
+    call = orjson.loads(body)["output"][1]
+    result = {"type": "function_call_output", "call_id": call["call_id"], "output": "Mashville"}
+    stack.upstream.reply(Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"))
+    again = {"model": "gpt-5", "input": [{"role": "user", "content": "Capital?"}, call, result]}
+    status, headers, _body = await post(stack, path, again)
+    # Sent as it came; the record says enforcing would have refused it.
+    assert status == 200
+    assert len(stack.upstream.received) == 2
+    record = next(
+        r
+        for r in await shadow_records(stack)
+        if r["operationId"] == headers["Turngate-Operation-Id"]
+    )
+    assert "responses_reasoning_missing" in record["rules"]
