@@ -53,17 +53,26 @@ def next_input(output: list[dict[str, Any]], *, keep_reasoning: bool) -> list[di
     return [*recorded_request()["input"], *items, result]
 
 
+async def send_back(
+    sdk: openai.AsyncOpenAI, output: list[dict[str, Any]], *, keep_reasoning: bool, **extra: Any
+) -> Any:
+    """The next request of the loop: the answer's items (its reasoning kept or not) and the
+    call's output."""
+    return await sdk.responses.create(
+        model="gpt-5",
+        input=next_input(output, keep_reasoning=keep_reasoning),  # type: ignore[arg-type]
+        tools=recorded_request()["tools"],
+        **extra,
+    )
+
+
 async def test_a_call_sent_back_without_its_reasoning_is_refused_naming_both(stack: Stack):
     async with openai_sdk(stack) as sdk:
         output = await first_answer(stack, sdk)
         reasoning, call = output[0]["id"], output[1]["id"]
         assert (output[0]["type"], output[1]["type"]) == ("reasoning", "function_call")
         with pytest.raises(openai.BadRequestError) as caught:
-            await sdk.responses.create(
-                model="gpt-5",
-                input=next_input(output, keep_reasoning=False),  # type: ignore[arg-type]
-                tools=recorded_request()["tools"],
-            )
+            await send_back(sdk, output, keep_reasoning=False)
     assert caught.value.code == "responses_reasoning_missing"
     message = str(caught.value)
     assert f"Item '{call}' of type 'function_call' was provided without its required" in message
@@ -75,11 +84,7 @@ async def test_the_same_call_with_its_reasoning_goes_up(stack: Stack):
     async with openai_sdk(stack) as sdk:
         output = await first_answer(stack, sdk)
         stack.upstream.reply(Reply.fixture(AFTER))
-        await sdk.responses.create(
-            model="gpt-5",
-            input=next_input(output, keep_reasoning=True),  # type: ignore[arg-type]
-            tools=recorded_request()["tools"],
-        )
+        await send_back(sdk, output, keep_reasoning=True)
     assert len(stack.upstream.received) == 2
 
 
@@ -88,12 +93,7 @@ async def test_unstored_items_are_left_to_the_provider(stack: Stack):
     async with openai_sdk(stack) as sdk:
         output = await first_answer(stack, sdk)
         stack.upstream.reply(Reply.fixture(AFTER))
-        await sdk.responses.create(
-            model="gpt-5",
-            input=next_input(output, keep_reasoning=False),  # type: ignore[arg-type]
-            tools=recorded_request()["tools"],
-            store=False,
-        )
+        await send_back(sdk, output, keep_reasoning=False, store=False)
     assert len(stack.upstream.received) == 2
 
 
@@ -105,11 +105,7 @@ async def test_another_credential_learns_nothing_of_the_answer(stack: Stack):
         api_key="sk-another-key", base_url=stack.base("/openai/v1"), max_retries=0
     )
     async with other:
-        await other.responses.create(
-            model="gpt-5",
-            input=next_input(output, keep_reasoning=False),  # type: ignore[arg-type]
-            tools=recorded_request()["tools"],
-        )
+        await send_back(other, output, keep_reasoning=False)
     assert len(stack.upstream.received) == 2
 
 
