@@ -728,4 +728,5 @@ async def test_langgraph_3939_a_content_without_parts_is_refused_by_name(
     await client.aio.aclose()
     assert caught.value.code == 400
     message = refused(stack, caught.value, "gemini_empty_parts", "contents[1]")
+    assert "model content has no parts" in message
     assert "contents.parts must not be empty" in message

@@ -152,7 +152,8 @@ def empty_parts(seq: MessageSequence) -> list[Violation]:
     return [
         violation(
             "gemini_empty_parts",
-            f"{message.role} content has no parts; Gemini: "
+            f"{'model' if message.role == 'assistant' else message.role} content has no parts; "
+            "Gemini: "
             f'"GenerateContentRequest.{message.location}.parts: {_EMPTY_PARTS_TEXT}" '
             "(drop the content, or give it its text)",
             message,
