@@ -261,6 +261,18 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_cache_breakpoints"],
     ),
     (
+        "a backend's per-turn call ids: call_0 again in the next turn (Switchyard #502)",
+        body(
+            user("weather in Paris?"),
+            assistant(tool_use("call_0")),
+            user(tool_result("call_0")),
+            assistant(tool_use("call_0")),
+            user(tool_result("call_0")),
+        ),
+        "REJECTED",
+        ["duplicate_call_id"],
+    ),
+    (
         "a client tool named like the server tool beside it (LibreChat #13162)",
         body(
             user("news?"),
