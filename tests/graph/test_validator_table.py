@@ -156,6 +156,15 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "chat_name_pattern",
     ),
     (
+        "an MCP tool declared with a dot in its name (CherryHQ PR #2895)",
+        {
+            **body(user("hi")),
+            "tools": [{"type": "function", "function": {"name": "fs.read", "parameters": {}}}],
+        },
+        "REJECTED",
+        "chat_name_pattern",
+    ),
+    (
         "a screenshot in a tool result (OpenHands #7700)",
         body(
             user("look"),
@@ -208,12 +217,16 @@ def test_the_neighbours_of_the_refused_shapes_pass(message: dict[str, Any]):
     assert verdict_of(body(user("hi"), message, user("ok"))).ready
 
 
-def test_the_refused_shapes_are_never_outlined():
-    """The Chat rules run on built blocks only (``outline_clears_extra_rules``): a request
-    they refuse must not be settled from its outline."""
+def test_the_outline_is_refused_as_the_built_blocks_are():
+    """The Chat rules on messages run on built blocks only (``outline_clears_extra_rules``):
+    a request they refuse is never outlined. One they refuse by its tools (a request rule)
+    may be, and is refused from its outline the same."""
     for name, request, _status, rule in TABLE:
-        if rule.startswith("chat_"):
-            assert ADAPTER.parse_request(request).outline is None, name
+        seq = ADAPTER.parse_request(request)
+        eager = dataclasses.replace(seq, messages=seq.messages)
+        assert validate(seq, CAPABILITIES) == validate(eager, CAPABILITIES), name
+        if rule.startswith("chat_") and "declared" not in name:
+            assert seq.outline is None, name
 
 
 def test_violation_names_message_block_and_call():

@@ -28,7 +28,7 @@ CAPABILITIES = Capabilities(
         "chat_name_pattern",
     ),
     outline_clears_extra_rules=True,
-    request_rules=("chat_legacy_functions", "chat_stream_choices"),
+    request_rules=("chat_legacy_functions", "chat_stream_choices", "chat_tool_name_pattern"),
 )
 
 

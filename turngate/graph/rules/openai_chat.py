@@ -10,7 +10,8 @@
 - ``chat_image_outside_user``: an image in a system, developer, assistant or tool message
   ("Image URLs are only allowed for messages with role 'user'");
 - ``chat_name_pattern``: a message's ``name`` or a function call's name with characters
-  other than ``a-z A-Z 0-9 _ -`` ("string does not match pattern").
+  other than ``a-z A-Z 0-9 _ -`` ("string does not match pattern"); a declared function's
+  name too (rule ``chat_tool_name_pattern``, a request rule: it runs on outlined requests).
 
 None of these shapes is ever outlined (``openai_chat.request.outline_messages`` leaves such a
 request to the full parse), so a request whose messages are all plain cannot break them:
@@ -188,3 +189,18 @@ def names_outside_pattern(seq: MessageSequence) -> list[Violation]:
                     )
                 )
     return out
+
+
+@rule("chat_tool_name_pattern")
+def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
+    return [
+        violation(
+            NAME_PATTERN,
+            f"tool {tool.name!r} is declared under a name OpenAI refuses; "
+            f"{_pattern_text(f'tools[{position}].function.name')} (an MCP server's "
+            "'server.tool' names: replace the dot)",
+            None,
+        )
+        for position, tool in enumerate(seq.tools)
+        if tool.tool_type == "function" and not name_fits(tool.name)
+    ]
