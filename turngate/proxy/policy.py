@@ -203,14 +203,12 @@ def shadow_outcome(
         check_known(seq, version, stored)
     except ConversationPaused as exc:
         later_rules.append(exc.rule)
-    try:
-        services.replies.refuse_unanswered(seq, shadowed.credential)
-    except SequenceRejected as exc:
-        later_rules.append(exc.rule)
-    try:
-        services.replies.refuse_unbound_items(seq, shadowed.credential)
-    except SequenceRejected as exc:
-        later_rules.append(exc.rule)
+    # What turngate remembers of the replies it committed (replies.py).
+    for remembered in (services.replies.refuse_unanswered, services.replies.refuse_unbound_items):
+        try:
+            remembered(seq, shadowed.credential)
+        except SequenceRejected as exc:
+            later_rules.append(exc.rule)
     try:
         rendered = adapter.render_request(seq)
     except TurngateError as exc:

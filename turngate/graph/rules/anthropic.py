@@ -560,8 +560,9 @@ def call_ids_unique(seq: MessageSequence) -> list[Violation]:
         for block in message.blocks:
             if not isinstance(block, ToolCallBlock) or not block.call_id:
                 continue
+            # A repeat within this turn is the validator's (duplicate_call_id in one turn).
             first = first_at.setdefault(block.call_id, message)
-            if first is not message and block.call_id not in turn:
+            if block.call_id not in turn and first is not message:
                 out.append(
                     violation(
                         DUPLICATE_CALL_ID,

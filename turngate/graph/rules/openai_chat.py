@@ -20,7 +20,9 @@ request to the full parse), so a request whose messages are all plain cannot bre
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterator
 
 from turngate.graph.model import (
     ImageBlock,
@@ -37,20 +39,16 @@ CONTENT_REQUIRED = "chat_content_required"
 EMPTY_CALL_NAME = "chat_empty_call_name"
 IMAGE_OUTSIDE_USER = "chat_image_outside_user"
 NAME_PATTERN = "chat_name_pattern"
-NAME_CHARACTERS = r"^[a-zA-Z0-9_-]+$"
-_NAME = re.compile(NAME_CHARACTERS[1:-1]).fullmatch  # the pattern without its anchors
-# Names already matched: agents call a few tools many times, and the outline asks per call.
-_NAMES_SEEN: dict[str, bool] = {}
+_NAME_BODY = "[a-zA-Z0-9_-]+"
+NAME_CHARACTERS = f"^{_NAME_BODY}$"
+_NAME = re.compile(_NAME_BODY).fullmatch
 
 
+# Memoized: agents call a few tools many times, and the outline asks once per call.
+@functools.lru_cache(maxsize=4096)
 def name_fits(name: str) -> bool:
     """Whether OpenAI takes ``name`` as a message's or a function's name."""
-    fits = _NAMES_SEEN.get(name)
-    if fits is None:
-        if len(_NAMES_SEEN) >= 4096:
-            _NAMES_SEEN.clear()
-        fits = _NAMES_SEEN[name] = _NAME(name) is not None
-    return fits
+    return _NAME(name) is not None
 
 
 _MIN_ONE = "empty array. Expected an array with minimum length 1, but got an empty array instead."
@@ -104,20 +102,28 @@ def content_required(seq: MessageSequence) -> list[Violation]:
     ]
 
 
+def _calls(seq: MessageSequence) -> Iterator[tuple[Message, str, ToolCallBlock]]:
+    """Each tool call with its message and its place, as OpenAI names it in an error
+    (``messages[1].tool_calls[0].function``)."""
+    for message in seq.messages:
+        calls = (b for b in message.blocks if isinstance(b, ToolCallBlock))
+        for position, call in enumerate(calls):
+            yield message, f"{message.location}.tool_calls[{position}].{call.tool_type}", call
+
+
 @rule(EMPTY_CALL_NAME)
 def empty_call_names(seq: MessageSequence) -> list[Violation]:
     return [
         violation(
             EMPTY_CALL_NAME,
-            f"tool call '{block.call_id}' has an empty name; OpenAI: \"Invalid "
-            f"'{message.location}.tool_calls[{position}].{block.tool_type}.name': empty string. "
+            f"tool call '{call.call_id}' has an empty name; OpenAI: \"Invalid "
+            f"'{place}.name': empty string. "
             'Expected a string with minimum length 1, but got an empty string instead."',
             message,
-            block,
+            call,
         )
-        for message in seq.messages
-        for position, block in enumerate(b for b in message.blocks if isinstance(b, ToolCallBlock))
-        if not block.name
+        for message, place, call in _calls(seq)
+        if not call.name
     ]
 
 
@@ -164,30 +170,26 @@ def _pattern_text(param: str) -> str:
 
 @rule(NAME_PATTERN)
 def names_outside_pattern(seq: MessageSequence) -> list[Violation]:
-    out: list[Violation] = []
-    for message in seq.messages:
-        name = message.attrs.get("name")
-        if isinstance(name, str) and not name_fits(name):
-            out.append(
-                violation(
-                    NAME_PATTERN,
-                    f"{message.role} message is named {name!r}; "
-                    f"{_pattern_text(f'{message.location}.name')} (an agent's name: no spaces)",
-                    message,
-                )
-            )
-        calls = (b for b in message.blocks if isinstance(b, ToolCallBlock))
-        for position, call in enumerate(calls):
-            if call.tool_type == "function" and call.name and not name_fits(call.name):
-                param = f"{message.location}.tool_calls[{position}].function.name"
-                out.append(
-                    violation(
-                        NAME_PATTERN,
-                        f"tool call '{call.call_id}' calls {call.name!r}; {_pattern_text(param)}",
-                        message,
-                        call,
-                    )
-                )
+    out = [
+        violation(
+            NAME_PATTERN,
+            f"{message.role} message is named {name!r}; "
+            f"{_pattern_text(f'{message.location}.name')} (an agent's name: no spaces)",
+            message,
+        )
+        for message in seq.messages
+        if isinstance(name := message.attrs.get("name"), str) and not name_fits(name)
+    ]
+    out.extend(
+        violation(
+            NAME_PATTERN,
+            f"tool call '{call.call_id}' calls {call.name!r}; {_pattern_text(f'{place}.name')}",
+            message,
+            call,
+        )
+        for message, place, call in _calls(seq)
+        if call.tool_type == "function" and call.name and not name_fits(call.name)
+    )
     return out
 
 

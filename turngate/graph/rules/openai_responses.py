@@ -193,11 +193,10 @@ def missing_reasoning(
     that chains to nothing it holds."""
     if seq.envelope.get("store") is False or seq.history != "complete":
         return []
-    items = [m for m in seq.messages if m.origin == "input"]
-    sent = {item_id for item in items if (item_id := _item_id(item))}
+    items = [(m, _item_id(m)) for m in seq.messages if m.origin == "input"]
+    sent = {item_id for _item, item_id in items if item_id}
     out: list[Violation] = []
-    for item in items:
-        item_id = _item_id(item)
+    for item, item_id in items:
         reasoning = required(item_id) if item_id else None
         if reasoning is None or reasoning in sent:
             continue
