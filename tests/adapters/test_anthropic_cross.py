@@ -20,6 +20,7 @@ from openai.types.chat.completion_create_params import (
 )
 from pydantic import TypeAdapter
 
+from tests.adapters import gemini_builders as gem
 from tests.adapters.anthropic_builders import (
     assistant,
     body,
@@ -205,6 +206,53 @@ def test_foreign_changes_are_recorded_not_silent() -> None:
     (call,) = [b for _m, b in parsed.blocks() if isinstance(b, ToolCallBlock)]
     (result,) = [b for _m, b in parsed.blocks() if isinstance(b, ToolResultBlock)]
     assert call.call_id == result.call_id != "call.1"
+
+
+def _calls_and_answers(parsed: MessageSequence) -> list[tuple[str, str]]:
+    """(call id, the text of the result that answers it), in call order."""
+    results = {
+        b.call_id: b.content[0].text  # type: ignore[union-attr]
+        for _m, b in parsed.blocks()
+        if isinstance(b, ToolResultBlock)
+    }
+    return [
+        (b.call_id, results[b.call_id]) for _m, b in parsed.blocks() if isinstance(b, ToolCallBlock)
+    ]
+
+
+@pytest.mark.parametrize("source", ["gemini", "openai_chat"])
+def test_a_call_id_a_later_turn_uses_again_is_sent_as_a_new_one(source: str) -> None:
+    # Anthropic refuses a tool_use id used twice in a conversation; Gemini's synthesized ids
+    # (``gemini:get_weather#0`` in every turn) and a backend numbering its calls per turn
+    # (``call_0``) repeat them. Each later call gets a fresh id, and its result with it.
+    if source == "gemini":
+        turns = [
+            gem.model(gem.call("get_weather", {"city": city}))
+            if i % 2 == 0
+            else gem.user(gem.response("get_weather", temp))
+            for city, temp in (("Paris", "18C"), ("Rome", "22C"), ("Oslo", "3C"))
+            for i in range(2)
+        ]
+        seq = gem.parse(gem.body(gem.user(gem.text("Weather, city by city?")), *turns))
+    else:
+        turns = [
+            message
+            for city, temp in (("Paris", "18C"), ("Rome", "22C"), ("Oslo", "3C"))
+            for message in (
+                chat.assistant(calls=[chat.call("call_0", arguments=f'{{"city":"{city}"}}')]),
+                chat.tool("call_0", content=temp),
+            )
+        ]
+        seq = get_adapter(source).parse_request(chat.body(chat.user("Weather?"), *turns))
+    rendered = ADAPTER.render_request(seq)
+    sdk_accepts_anthropic(rendered)
+    parsed = ADAPTER.parse_request(rendered)
+    assert validate(parsed, CAPABILITIES).ready
+    pairs = _calls_and_answers(parsed)
+    assert [answer for _id, answer in pairs] == ["18C", "22C", "3C"]
+    assert len({call_id for call_id, _answer in pairs}) == 3
+    notes = fit_foreign(seq, CAPABILITIES).normalizations
+    assert sum("used by an earlier turn" in n.detail for n in notes) == 4  # 2 calls, 2 results
 
 
 def test_an_image_moves_between_chat_and_anthropic_unchanged() -> None:

@@ -165,33 +165,58 @@ def _groups(pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
 
 
 def fit_call_ids(seq: MessageSequence, caps: Capabilities) -> MessageSequence:
-    """Rewrite call ids the target refuses (too long, bad characters), the same way on both ends."""
-    renames: dict[str, str] = {}
-    for _m, block in seq.blocks():
-        if isinstance(block, ToolCallBlock) and not _id_fits(block.call_id, caps):
-            renames[block.call_id] = _fitted_id(block.call_id, caps)
-    if not renames:
-        return seq
+    """Rewrite call ids the target refuses, each call's with the results that answer it: too
+    long or bad characters (the same way at every occurrence), and, for a target that wants
+    them unique (``caps.call_ids_unique``), an id a later message calls again."""
+    taken = {b.call_id for _m, b in seq.blocks() if isinstance(b, ToolCallBlock)}
+    called_in: dict[str, int] = {}  # id as written -> the message that called it last
+    calls: dict[str, int] = {}  # id as written -> how many messages called it
+    sent_as: dict[str, str] = {}  # id as written -> the id its latest call is sent as
     notes = list(seq.normalizations)
     messages = []
-    for message in seq.messages:
+    for index, message in enumerate(seq.messages):
         blocks: list[AnyBlock] = []
         for block in message.blocks:
-            if isinstance(block, ToolCallBlock | ToolResultBlock) and block.call_id in renames:
-                new = renames[block.call_id]
-                notes.append(
-                    Normalization(
-                        rule="call_id_rewritten",
-                        block_id=block.id,
-                        detail=f"call id '{block.call_id}' is not valid for {caps.api}; "
-                        f"sent as '{new}'",
-                    )
-                )
-                blocks.append(dataclasses.replace(block, call_id=new))
-            else:
+            if not isinstance(block, ToolCallBlock | ToolResultBlock):
                 blocks.append(block)
-        messages.append(dataclasses.replace(message, blocks=tuple(blocks)))
+                continue
+            if isinstance(block, ToolCallBlock) and called_in.get(block.call_id) != index:
+                sent_as[block.call_id] = _sent_id(block.call_id, calls, taken, caps)
+                called_in[block.call_id] = index
+            new = sent_as.get(block.call_id, block.call_id)
+            if new == block.call_id:
+                blocks.append(block)
+                continue
+            why = "is not valid" if calls[block.call_id] == 1 else "was used by an earlier turn"
+            notes.append(
+                Normalization(
+                    rule="call_id_rewritten",
+                    block_id=block.id,
+                    detail=f"call id '{block.call_id}' {why} for {caps.api}; sent as '{new}'",
+                )
+            )
+            blocks.append(dataclasses.replace(block, call_id=new))
+        changed = any(a is not b for a, b in zip(blocks, message.blocks, strict=True))
+        messages.append(dataclasses.replace(message, blocks=tuple(blocks)) if changed else message)
+    if len(notes) == len(seq.normalizations):
+        return seq
     return dataclasses.replace(seq, messages=tuple(messages), normalizations=tuple(notes))
+
+
+def _sent_id(call_id: str, calls: dict[str, int], taken: set[str], caps: Capabilities) -> str:
+    """The id a call is sent as: its own when the target takes it (and, for a target that
+    wants ids unique, no earlier message called it), else a fitted one no call holds."""
+    count = calls[call_id] = calls.get(call_id, 0) + 1
+    if count == 1:
+        return call_id if _id_fits(call_id, caps) else _fitted_id(call_id, caps)
+    if not caps.call_ids_unique:
+        return call_id if _id_fits(call_id, caps) else _fitted_id(call_id, caps)
+    while True:
+        fitted = _fitted_id(f"{call_id}#{count}", caps)
+        if fitted not in taken:
+            taken.add(fitted)
+            return fitted
+        count += 1
 
 
 def _id_fits(call_id: str, caps: Capabilities) -> bool:

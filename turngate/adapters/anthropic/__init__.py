@@ -21,6 +21,7 @@ CAPABILITIES = Capabilities(
     result_window="next_turn_leading",
     merges_runs=True,
     call_id_pattern=r"^[a-zA-Z0-9_-]+$",
+    call_ids_unique=True,
     history_holds_tools=True,
     extra_rules=(
         "anthropic_first_message_user",
