@@ -197,6 +197,29 @@ def test_every_violation_names_its_content_block_and_call():
     )
 
 
+def declaring(*names: str) -> dict[str, Any]:
+    return {
+        **body(ASK),
+        "tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": n} for n in names]}],
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["get weather", "1password_lookup", "fs/read", "", "a" * 129, "tool\u00e9"]
+)
+def test_a_function_declared_under_a_name_gemini_refuses_is_refused(name: str):
+    verdict = check(declaring("get_weather", name))
+    assert verdict.rules == ["gemini_name_pattern"]
+    (refusal,) = verdict.violations
+    # Gemini's place for it: the second tools entry, its second declaration.
+    assert "tools[1].function_declarations[1].name: Invalid function name" in refusal.message
+
+
+@pytest.mark.parametrize("name", ["get_weather", "_private", "mcp.fs:read-file", "a" * 128, "Z9"])
+def test_every_name_gemini_documents_is_taken(name: str):
+    assert check(declaring(name)).status == "READY"
+
+
 def test_call_turn_position_quotes_the_provider_and_names_the_call():
     verdict = check(body(model(call("weather", id="a")), user(response("weather", id="a"))))
     (only,) = verdict.violations

@@ -17,6 +17,7 @@ import openai
 import orjson
 import pytest
 from google.genai import errors as genai_errors
+from google.genai import types as genai_types
 
 from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
 from tests.proxy.conftest import StackFactory
@@ -730,3 +731,33 @@ async def test_langgraph_3939_a_content_without_parts_is_refused_by_name(
     message = refused(stack, caught.value, "gemini_empty_parts", "contents[1]")
     assert "model content has no parts" in message
     assert "contents.parts must not be empty" in message
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """google-gemini/gemini-cli #7878 / #2966 (and router-for-me Cli-Proxy-API #120): an MCP
+    server's tool declared under a name Gemini refuses (a space, a slash, a leading digit)
+    got "function_declarations[N].name: Invalid function name" on every request. turngate
+    refuses it before sending, naming the function and Gemini's place for it."""
+    stack = await make_stack()
+    tools = [
+        genai_types.Tool(
+            function_declarations=[
+                genai_types.FunctionDeclaration(name="get_weather"),
+                genai_types.FunctionDeclaration(name="github/search issues"),
+            ]
+        )
+    ]
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(
+            model="gemini-2.5-flash",
+            contents="Any open bugs?",
+            config=genai_types.GenerateContentConfig(tools=tools),  # type: ignore[arg-type]
+        )
+    await client.aio.aclose()
+    assert caught.value.code == 400
+    message = refused(stack, caught.value, "gemini_name_pattern", "github/search issues")
+    assert "tools[0].function_declarations[1].name: Invalid function name" in message

@@ -1,4 +1,5 @@
-"""Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2).
+"""Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2), and the names it
+takes for a declared function (``gemini_tool_name_pattern``, a request rule).
 
 Each mirrors a 400 INVALID_ARGUMENT that Gemini returns, quoted in the message so a user
 who has met the provider's text recognises it. Only conversation entries count as turns
@@ -41,6 +42,18 @@ _SIGNATURE_TEXT = "Function call is missing a thought_signature in functionCall 
 # spellings of a part's signature (the gemini adapter reads them through ``thought_signature``).
 NATIVE = "$native"
 SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
+# Where the adapter notes the ``tools[]`` entry a declaration came from.
+TOOL_INDEX = "$tool"
+NAME_PATTERN = "gemini_name_pattern"
+# What every Gemini backend takes as a function's name (the google-genai SDK's
+# ``FunctionDeclaration.name``; the Gemini API's own message says 64 characters, Vertex AI's
+# takes 128: the longer limit is checked, the shorter left to the provider).
+_FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}").fullmatch
+_NAME_TEXT = (
+    "Invalid function name. Must start with a letter or an underscore. Must be alphameric "
+    "(a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum "
+    "length of 64."
+)
 # The model family, from the route's model ("gemini-3-flash-preview", "models/gemini-3-pro").
 _FAMILY = re.compile(r"(?:^|/)gemini-(\d+)")
 
@@ -205,6 +218,29 @@ def thought_signatures(seq: MessageSequence) -> list[Violation]:
                     "signature it came with",
                     message,
                     first,
+                )
+            )
+    return out
+
+
+@rule("gemini_tool_name_pattern")
+def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    declared: dict[int, int] = {}  # tools[] entry -> declarations read in it so far
+    for tool in seq.tools:
+        if tool.tool_type != "function":
+            continue
+        entry = tool.attrs.get(TOOL_INDEX, 0)
+        position = declared[entry] = declared.get(entry, -1) + 1
+        if _FUNCTION_NAME(tool.name) is None:
+            place = f"tools[{entry}].function_declarations[{position}].name"
+            out.append(
+                violation(
+                    NAME_PATTERN,
+                    f"function {tool.name!r} is declared under a name Gemini refuses; Gemini: "
+                    f'"{place}: {_NAME_TEXT}" (an MCP tool\'s name with a space, a slash or '
+                    "a leading digit: rename it)",
+                    None,
                 )
             )
     return out
