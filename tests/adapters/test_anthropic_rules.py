@@ -285,6 +285,21 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_tool_names_unique"],
     ),
     (
+        "an MCP tool declared as 'server.tool' (home-assistant/core #147760)",
+        body(
+            user("add it to my calendar"),
+            tools=[WEATHER_TOOL, {**WEATHER_TOOL, "name": "caldav-mcp.create-event"}],
+        ),
+        "REJECTED",
+        ["anthropic_tool_name_pattern"],
+    ),
+    (
+        "a tool name of 129 characters (claude-code #96152)",
+        body(user("go"), tools=[{**WEATHER_TOOL, "name": "mcp__" + "x" * 124}]),
+        "REJECTED",
+        ["anthropic_tool_name_pattern"],
+    ),
+    (
         "an answered turn left last, to a Claude 5 model (magic-context #511)",
         body(user("hi"), assistant("hello"), model="claude-sonnet-5"),
         "REJECTED",
@@ -619,3 +634,15 @@ def test_a_search_result_keeps_the_scope_it_was_admitted_under() -> None:
     assert [(s.scope, s.role) for s in snippets] == [("user", "user")]
     assert [(p.kind, p.scope, p.role) for p in nested] == [("snippet", "tool", "tool")]
     assert validate(seq, CAPABILITIES).ready
+
+
+def test_a_tool_name_of_128_characters_and_a_server_tools_are_taken():
+    request = body(
+        user("go"),
+        tools=[
+            {**WEATHER_TOOL, "name": "mcp__" + "x" * 123},
+            {"type": "web_search_20250305", "name": "web_search"},
+            {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+        ],
+    )
+    assert validate(parse(request), CAPABILITIES).ready

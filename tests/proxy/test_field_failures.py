@@ -733,6 +733,27 @@ async def test_langgraph_3939_a_content_without_parts_is_refused_by_name(
     assert "contents.parts must not be empty" in message
 
 
+async def test_home_assistant_147760_an_mcp_tool_name_anthropic_refuses_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """home-assistant/core #147760 (and netclaw #1133, atlas-mcp-server #14, claude-code
+    #96152): MCP tools declared as 'caldav-mcp.create-event' or 'todoist/find-tasks' got
+    "tools.N.custom.name: String should match pattern" from Anthropic on every turn. turngate
+    refuses it before sending, naming the tool and its place."""
+    stack = await make_stack()
+    tools = [*CLAUDE_TOOLS, {**CLAUDE_TOOLS[0], "name": "caldav-mcp.create-event"}]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE,
+                max_tokens=64,
+                tools=tools,  # type: ignore[arg-type]
+                messages=[{"role": "user", "content": "Book lunch on Friday."}],
+            )
+    message = refused(stack, caught.value, "anthropic_tool_name_pattern", "caldav-mcp.create-event")
+    assert "tools.1.custom.name: String should match pattern" in message
+
+
 @GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name(
     make_stack: StackFactory,

@@ -36,6 +36,7 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_order",
         "anthropic_cache_breakpoints",
         "anthropic_tool_names_unique",
+        "anthropic_tool_name_pattern",
     ),
     # Anthropic-defined client tools, called with tool_use and run by the application;
     # its server tools (web_search_*, web_fetch_*, code_execution_*, tool_search_*) are not.

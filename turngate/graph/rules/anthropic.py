@@ -29,6 +29,7 @@ merged as the API merges them). These rules add what only Anthropic enforces:
     anthropic_cache_breakpoints    at most 4 ``cache_control`` marks on tools, system blocks and
                                    message blocks together
     anthropic_tool_names_unique    no two tools (client or server) share a name
+    anthropic_tool_name_pattern    a client tool's name is 1-128 of ``a-z A-Z 0-9 _ -``
 
 A "tool loop" is what Anthropic calls one assistant turn: the assistant messages after the
 last user message that carries no tool_result, with the result messages between them.
@@ -72,6 +73,8 @@ THINKING_DISABLED = "anthropic_thinking_disabled"
 THINKING_ORDER = "anthropic_thinking_order"
 CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
 TOOL_NAMES_UNIQUE = "anthropic_tool_names_unique"
+TOOL_NAME_PATTERN = "anthropic_tool_name_pattern"
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}").fullmatch
 MAX_CACHE_BREAKPOINTS = 4
 
 SERVER_TOOL_ID_PATTERN = re.compile(r"srvtoolu_[a-zA-Z0-9_]+")
@@ -487,6 +490,22 @@ def tool_names_unique(seq: MessageSequence) -> list[Violation]:
                 )
             )
     return out
+
+
+@rule(TOOL_NAME_PATTERN)
+def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
+    return [
+        violation(
+            TOOL_NAME_PATTERN,
+            f"tool {tool.name!r} is declared under a name Anthropic refuses; Anthropic: "
+            f'"tools.{position}.custom.name: String should match pattern '
+            "'^[a-zA-Z0-9_-]{1,128}$'\" (an MCP server's 'server.tool' or 'server/tool' "
+            "names: replace the dot or slash)",
+            None,
+        )
+        for position, tool in enumerate(seq.tools)
+        if tool.tool_type == "function" and _TOOL_NAME(tool.name) is None
+    ]
 
 
 @rule(THINKING_DISABLED)
