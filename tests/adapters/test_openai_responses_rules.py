@@ -317,3 +317,26 @@ def test_an_item_without_its_reasoning_is_named_unless_unstored_or_chained() -> 
     assert missing_reasoning(check([USER, reasoning("rs_1"), *items[1:]])[0], required) == []
     assert missing_reasoning(check(items, store=False)[0], required) == []
     assert missing_reasoning(check(items, previous_response_id="resp_0")[0], required) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("github.search_issues", "does not match pattern"),
+        ("search issues", "does not match pattern"),
+        ("mcp__plugin_chrome-devtools-mcp_chrome-devtools__performance_insight", "too long"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["function", "custom"])
+def test_a_tool_declared_under_a_name_openai_refuses(name: str, why: str, kind: str) -> None:
+    # codex #8174, openai-dotnet #441 (a dot), oh-my-pi PR #9131 (68 characters).
+    tools = [{"type": "web_search"}, {"type": kind, "name": name}]
+    _seq, verdict = check([{"role": "user", "content": "hi"}], tools=tools)
+    assert verdict.rules == ["responses_name_pattern"]
+    assert f"Invalid 'tools[1].name': string {why}" in verdict.violations[0].message
+
+
+def test_a_tool_name_of_64_characters_is_taken() -> None:
+    tools = [{"type": "function", "name": "a" * 64}, {"type": "custom", "name": "apply-patch_2"}]
+    _seq, verdict = check([{"role": "user", "content": "hi"}], tools=tools)
+    assert verdict.ready

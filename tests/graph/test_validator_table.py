@@ -165,6 +165,17 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "chat_name_pattern",
     ),
     (
+        "an MCP tool declared under a 67-character name (LibreChat #7435)",
+        {
+            **body(user("hi")),
+            "tools": [
+                {"type": "function", "function": {"name": "mcp_" + "x" * 63, "parameters": {}}}
+            ],
+        },
+        "REJECTED",
+        "chat_name_pattern",
+    ),
+    (
         "a screenshot in a tool result (OpenHands #7700)",
         body(
             user("look"),

@@ -754,6 +754,31 @@ async def test_home_assistant_147760_an_mcp_tool_name_anthropic_refuses_is_refus
     assert "tools.1.custom.name: String should match pattern" in message
 
 
+async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """openai/codex #8174 (and openai-dotnet #441, oh-my-pi PR #9131): MCP tools declared to
+    the Responses API as 'github.search_issues', or as a 68-character 'mcp__…' name, got
+    "Invalid 'tools[N].name'" on every turn. turngate refuses it before sending, naming the
+    tool and its place."""
+    stack = await make_stack()
+    long_name = "mcp__chrome_devtools_mcp_chrome_devtools_performance_analyze_insight"
+    for name, words in (
+        ("github.search_issues", "string does not match pattern"),
+        (long_name, "string too long. Expected a string with maximum length 64"),
+    ):
+        tools = [{"type": "function", "name": name, "parameters": {"type": "object"}}]
+        async with openai_sdk(stack) as client:
+            with pytest.raises(openai.BadRequestError) as caught:
+                await client.responses.create(
+                    model="gpt-5",
+                    input="Any open bugs?",
+                    tools=tools,  # type: ignore[arg-type]
+                )
+        message = refused(stack, caught.value, "responses_name_pattern", name)
+        assert f"Invalid 'tools[0].name': {words}" in message
+
+
 @GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name(
     make_stack: StackFactory,

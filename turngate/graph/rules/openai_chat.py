@@ -11,7 +11,8 @@
   ("Image URLs are only allowed for messages with role 'user'");
 - ``chat_name_pattern``: a message's ``name`` or a function call's name with characters
   other than ``a-z A-Z 0-9 _ -`` ("string does not match pattern"); a declared function's
-  name too (rule ``chat_tool_name_pattern``, a request rule: it runs on outlined requests).
+  name too, and one over 64 characters (rule ``chat_tool_name_pattern``, a request rule: it
+  runs on outlined requests).
 
 None of these shapes is ever outlined (``openai_chat.request.outline_messages`` leaves such a
 request to the full parse), so a request whose messages are all plain cannot break them:
@@ -42,6 +43,8 @@ NAME_PATTERN = "chat_name_pattern"
 _NAME_BODY = "[a-zA-Z0-9_-]+"
 NAME_CHARACTERS = f"^{_NAME_BODY}$"
 _NAME = re.compile(_NAME_BODY).fullmatch
+# The longest name OpenAI takes for a declared function (Chat and Responses).
+MAX_FUNCTION_NAME = 64
 
 
 # Memoized: agents call a few tools many times, and the outline asks once per call.
@@ -161,6 +164,20 @@ def images_outside_user(seq: MessageSequence) -> list[Violation]:
     return out
 
 
+def function_name_problem(name: str, param: str) -> str | None:
+    """OpenAI's words for why it refuses ``name`` as a declared function's (at ``param``),
+    with what to do; None when it takes it."""
+    if not name_fits(name):
+        return f"{_pattern_text(param)} (an MCP server's 'server.tool': replace the dot)"
+    if len(name) > MAX_FUNCTION_NAME:
+        return (
+            f"OpenAI: \"Invalid '{param}': string too long. Expected a string with maximum "
+            f'length {MAX_FUNCTION_NAME}, but got a string with length {len(name)} instead." '
+            "(a client's 'mcp__server__tool' names: shorten the server's)"
+        )
+    return None
+
+
 def _pattern_text(param: str) -> str:
     return (
         f"OpenAI: \"Invalid '{param}': string does not match pattern. Expected a string that "
@@ -198,11 +215,10 @@ def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
     return [
         violation(
             NAME_PATTERN,
-            f"tool {tool.name!r} is declared under a name OpenAI refuses; "
-            f"{_pattern_text(f'tools[{position}].function.name')} (an MCP server's "
-            "'server.tool' names: replace the dot)",
+            f"tool {tool.name!r} is declared under a name OpenAI refuses; {problem}",
             None,
         )
         for position, tool in enumerate(seq.tools)
-        if tool.tool_type == "function" and not name_fits(tool.name)
+        if tool.tool_type == "function"
+        and (problem := function_name_problem(tool.name, f"tools[{position}].function.name"))
     ]

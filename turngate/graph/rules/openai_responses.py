@@ -17,6 +17,9 @@
 * ``responses_duplicate_item``: two input items carry one ``id`` (a reasoning item, a call
   or a message sent twice); the provider refuses it: "Duplicate item found with id rs_…".
   Outputs are not counted: some name their call by ``id``.
+* ``responses_tool_name_pattern`` (code ``responses_name_pattern``, a request rule): a
+  function or custom tool declared under a name OpenAI refuses, as in Chat: characters
+  other than ``a-z A-Z 0-9 _ -``, or longer than 64.
 """
 
 from __future__ import annotations
@@ -36,12 +39,14 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
+from turngate.graph.rules.openai_chat import function_name_problem
 from turngate.graph.validator import Violation, violation
 
 REASONING_UNBOUND = "responses_reasoning_unbound"
 OUTPUT_TYPE_MISMATCH = "responses_output_type_mismatch"
 DUPLICATE_ITEM = "responses_duplicate_item"
 MISSING_REASONING = "responses_reasoning_missing"
+NAME_PATTERN = "responses_name_pattern"
 
 _CALL_TYPES = {"function": "function_call", "custom": "custom_tool_call"}
 _OUTPUT_TYPES = {"function": "function_call_output", "custom": "custom_tool_call_output"}
@@ -214,3 +219,17 @@ def missing_reasoning(
             )
         )
     return out
+
+
+@rule("responses_tool_name_pattern")
+def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
+    return [
+        violation(
+            NAME_PATTERN,
+            f"tool {tool.name!r} is declared under a name OpenAI refuses; {problem}",
+            None,
+        )
+        for position, tool in enumerate(seq.tools)
+        if tool.tool_type in ("function", "custom")
+        and (problem := function_name_problem(tool.name, f"tools[{position}].name"))
+    ]
