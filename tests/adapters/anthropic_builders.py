@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import struct
+import zlib
 from typing import Any
 
 from turngate.adapters.anthropic import ADAPTER, CAPABILITIES
@@ -96,3 +99,28 @@ def scanned_pdf(pages: int, image_bytes: int) -> bytes:
         parts.append(bytes(image_bytes // pages) + b"\nendstream\n")
     parts.append(b"1 0 obj << /Type /Pages /Count %d >> endobj\n%%%%EOF\n" % pages)
     return b"".join(parts)
+
+
+def png_bytes() -> bytes:
+    """A whole 1x1 PNG, as a screenshot tool writes one."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+def image(media_type: str | None, data: bytes | None = None) -> dict[str, Any]:
+    """A base64 image block; a PNG's bytes unless told otherwise."""
+    source: dict[str, Any] = {
+        "type": "base64",
+        "data": base64.b64encode(data or png_bytes()).decode(),
+    }
+    if media_type is not None:
+        source["media_type"] = media_type
+    return {"type": "image", "source": source}

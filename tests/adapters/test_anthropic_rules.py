@@ -11,6 +11,7 @@ from tests.adapters.anthropic_builders import (
     WEATHER_TOOL,
     assistant,
     body,
+    image,
     parse,
     server_tool_use,
     text,
@@ -298,6 +299,22 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         body(user("go"), tools=[{**WEATHER_TOOL, "name": "mcp__" + "x" * 124}]),
         "REJECTED",
         ["anthropic_tool_name_pattern"],
+    ),
+    (
+        "a PNG screenshot labelled image/jpeg in a tool result (claude-code #12009)",
+        body(
+            user("screenshot the page"),
+            assistant(tool_use("toolu_1", "take_screenshot")),
+            user(tool_result("toolu_1", [image("image/jpeg")]), text("what do you see?")),
+        ),
+        "REJECTED",
+        ["anthropic_image_media_type"],
+    ),
+    (
+        "an image labelled image/jpg (claude-code #3073)",
+        body(user(image("image/jpg"), text("what is this?"))),
+        "REJECTED",
+        ["anthropic_image_media_type"],
     ),
     (
         "an answered turn left last, to a Claude 5 model (magic-context #511)",
@@ -646,3 +663,25 @@ def test_a_tool_name_of_128_characters_and_a_server_tools_are_taken():
         ],
     )
     assert validate(parse(request), CAPABILITIES).ready
+
+
+@pytest.mark.parametrize(
+    ("label", "data"),
+    [
+        ("image/png", None),
+        ("image/jpeg", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"),
+        ("image/gif", b"GIF89a\x01\x00\x01\x00\x00\x00"),
+        ("image/webp", b"RIFF\x1a\x00\x00\x00WEBPVP8L"),
+        # Bytes of no format turngate knows: the provider judges them.
+        ("image/png", b"not an image at all"),
+    ],
+)
+def test_an_image_labelled_by_its_bytes_is_taken(label: str, data: bytes | None):
+    assert verdict_of(body(user(image(label, data), text("what is this?")))).ready
+
+
+def test_an_image_labelled_otherwise_than_its_bytes_names_both():
+    verdict = verdict_of(body(user(image("image/webp"), text("what is this?"))))
+    (violation,) = verdict.violations
+    assert "labelled image/webp but its bytes are image/png" in violation.message
+    assert "the image appears to be a image/png image" in violation.message

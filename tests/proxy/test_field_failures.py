@@ -9,6 +9,7 @@ calls the application got, and what the provider received (nothing, for a refusa
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
+from tests.adapters.anthropic_builders import png_bytes
 from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
@@ -777,6 +779,51 @@ async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
                 )
         message = refused(stack, caught.value, "responses_name_pattern", name)
         assert f"Invalid 'tools[0].name': {words}" in message
+
+
+async def test_claude_code_12009_a_screenshot_labelled_jpeg_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """anthropics/claude-code #12009 (and #11918, #17452, llxprt-code #2130): a screenshot
+    tool returned a PNG that the client labelled image/jpeg; Anthropic answered "The image
+    was specified using the image/jpeg media type, but the image appears to be a image/png
+    image" and every later turn of the conversation failed. turngate refuses it before
+    sending, naming the call whose result holds it; labelled by its bytes, it goes up."""
+    stack = await make_stack()
+    stack.upstream.reply(Reply.fixture("anthropic/pai-nonstream-after-4-tool-results.json"))
+    screenshot = base64.b64encode(png_bytes()).decode()
+
+    def history(label: str) -> list[dict[str, Any]]:
+        shot = {"type": "base64", "media_type": label, "data": screenshot}
+        return [
+            {"role": "user", "content": "What does the page show?"},
+            {"role": "assistant", "content": [claude_call("toolu_01Shot", "example.com")]},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01Shot",
+                        "content": [{"type": "image", "source": shot}],
+                    }
+                ],
+            },
+        ]
+
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=64, tools=CLAUDE_TOOLS, messages=history("image/jpeg")
+            )
+        message = refused(stack, caught.value, "anthropic_image_media_type", "toolu_01Shot")
+        assert "the image appears to be a image/png image" in message
+
+        await client.messages.create(
+            model=CLAUDE, max_tokens=64, tools=CLAUDE_TOOLS, messages=history("image/png")
+        )
+    (received,) = stack.upstream.received
+    sent = received.json()["messages"][2]["content"][0]["content"][0]["source"]
+    assert sent == {"type": "base64", "media_type": "image/png", "data": screenshot}
 
 
 @GENAI_AIOHTTP_WARNING
