@@ -13,6 +13,7 @@ from tests.adapters.anthropic_builders import (
     body,
     image,
     parse,
+    png_bytes,
     server_tool_use,
     text,
     thinking,
@@ -685,3 +686,14 @@ def test_an_image_labelled_otherwise_than_its_bytes_names_both():
     (violation,) = verdict.violations
     assert "labelled image/webp but its bytes are image/png" in violation.message
     assert "the image appears to be a image/png image" in violation.message
+
+
+def test_an_image_over_5_mib_of_base64_is_refused_at_the_byte() -> None:
+    # The limit is on the encoded text (langchain #21654: 4,804,036 bytes, 6,405,384 encoded).
+    png = png_bytes()
+    whole = png + bytes(5 * 1024 * 1024 // 4 * 3 - len(png))  # exactly 5 MiB once encoded
+    at_limit = verdict_of(body(user(image("image/png", whole), text("and this?"))))
+    assert at_limit.ready
+    over = verdict_of(body(user(image("image/png", whole + b"\0"), text("and this?"))))
+    assert over.rules == ["anthropic_image_size"]
+    assert "image exceeds 5 MB maximum: 5242884 bytes > 5242880 bytes" in over.violations[0].message

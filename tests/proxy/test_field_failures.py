@@ -826,6 +826,26 @@ async def test_claude_code_12009_a_screenshot_labelled_jpeg_is_refused_by_name(
     assert sent == {"type": "base64", "media_type": "image/png", "data": screenshot}
 
 
+async def test_openclaw_5344_a_photo_over_5_mb_once_encoded_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """openclaw #5344 / PR #9598 (and langchain #21654, lobehub PR #14711): a 4.6 MB photo
+    checked against 5 MB before encoding went up as 6.4 MB of base64; Anthropic answered
+    "image exceeds 5 MB maximum" and, with the photo in the history, every later message
+    failed. turngate refuses it before sending, with the encoded size."""
+    stack = await make_stack()
+    photo = png_bytes() + bytes(4_600_000)
+    shot = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(photo).decode()}
+    content = [{"type": "image", "source": shot}, {"type": "text", "text": "What is this?"}]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": content}]
+            )
+    message = refused(stack, caught.value, "anthropic_image_size", "messages[0]")
+    assert "image exceeds 5 MB maximum: 6133428 bytes > 5242880 bytes" in message
+
+
 @GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name(
     make_stack: StackFactory,

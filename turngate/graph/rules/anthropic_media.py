@@ -1,4 +1,4 @@
-"""Anthropic's rule for a base64 image (a message's or a tool result's), quoted from its 400:
+"""Anthropic's rules for a base64 image (a message's or a tool result's), quoted from its 400s:
 
 ``anthropic_image_media_type``: the ``media_type`` is one of the four Anthropic takes
 ("Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"), and the image's
@@ -7,6 +7,11 @@ type, but the image appears to be a image/png image"). An agent's tool that labe
 screenshot ``image/jpeg`` puts such an image in the history, and every later request of the
 conversation is refused until it is edited out (claude-code #11918 / #12009, llxprt-code
 #2130). Bytes of no format turngate knows are left to the provider.
+
+``anthropic_image_size``: the base64 text is at most 5 MiB ("image exceeds 5 MB maximum:
+6405384 bytes > 5242880 bytes"): the limit is on the encoded text, so a 4.6 MB photo is over
+it once encoded, and, once in the history, fails every later request (openclaw PR #9598,
+lobehub PR #14711, langchain #21654).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
 IMAGE_MEDIA_TYPE = "anthropic_image_media_type"
+IMAGE_SIZE = "anthropic_image_size"
+# Anthropic's limit on one image's base64 text, in characters.
+MAX_IMAGE_BASE64 = 5 * 1024 * 1024
 MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _TAKEN = "Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
 # Base64 characters enough for the 12 bytes a WebP file opens with.
@@ -77,3 +85,19 @@ def image_media_types(seq: MessageSequence) -> list[Violation]:
             )
         out.append(violation(IMAGE_MEDIA_TYPE, f"{where} {problem}", message, image))
     return out
+
+
+@rule(IMAGE_SIZE)
+def image_sizes(seq: MessageSequence) -> list[Violation]:
+    return [
+        violation(
+            IMAGE_SIZE,
+            f'{where} is {len(image.data):,} characters of base64; Anthropic: "image exceeds '
+            f'5 MB maximum: {len(image.data)} bytes > {MAX_IMAGE_BASE64} bytes" (the limit is '
+            "on the encoded text: resize or re-encode the image to under 3.75 MB first)",
+            message,
+            image,
+        )
+        for message, image, where in _images(seq)
+        if len(image.data) > MAX_IMAGE_BASE64
+    ]
