@@ -12,16 +12,19 @@ request before sending, naming both items.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
 from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
+from tests.proxy.conftest import StackFactory, stack_on
 from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import openai_sdk
 from tests.proxy.stack import Stack
 from tests.proxy.test_chained_conversations import TOOLS as CAPITAL_TOOLS
+from turngate.proxy.app import SERVICES
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
 
@@ -132,3 +135,54 @@ async def test_a_whole_answer_binds_its_items_too(stack: Stack):
     assert caught.value.code == "responses_reasoning_missing"
     assert "rs_whole_1" in str(caught.value)
     assert len(stack.upstream.received) == 1
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+async def test_another_replica_refuses_the_call_without_its_reasoning(
+    make_stack: StackFactory, tmp_path: Path, store: str
+):
+    # Two replicas sharing conversations: the second never relayed the answer, but the
+    # store kept it for replay, and with it which reasoning each item came after.
+    one = await stack_on(store, make_stack, tmp_path)
+    other = await stack_on(store, make_stack, tmp_path)
+    headers = {"Turngate-Conversation-Id": "reasoning-9"}
+    async with openai_sdk(one, **headers) as sdk:
+        output = await first_answer(one, sdk)
+    async with openai_sdk(other, **headers) as sdk:
+        with pytest.raises(openai.BadRequestError) as refused:
+            await send_back(sdk, output, keep_reasoning=False)
+        assert refused.value.response.headers["Turngate-Rejection"] == "responses_reasoning_missing"
+        assert other.upstream.received == []
+        other.upstream.reply(Reply.fixture(AFTER))
+        await send_back(sdk, output, keep_reasoning=True)
+    assert len(other.upstream.received) == 1
+
+
+async def test_an_item_of_no_kept_answer_goes_up_and_is_looked_up_once(
+    make_stack: StackFactory, tmp_path: Path
+):
+    one = await stack_on("sqlite", make_stack, tmp_path)
+    other = await stack_on("sqlite", make_stack, tmp_path)
+    headers = {"Turngate-Conversation-Id": "reasoning-10"}
+    async with openai_sdk(one, **headers) as sdk:
+        output = await first_answer(one, sdk)
+    # An item id the kept answer does not hold (an older answer's, say): not judged.
+    renamed = [
+        {**item, "id": "fc_older"} if item["type"] == "function_call" else item for item in output
+    ]
+    replies = other.app[SERVICES].replies
+    looked_up = replies._kept_turn
+    reads: list[str] = []
+
+    async def counted(store: Any, api: Any, anchor: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(anchor)
+        return await looked_up(store, api, anchor, *args, **kwargs)
+
+    replies._kept_turn = counted  # type: ignore[method-assign]
+    other.upstream.reply(Reply.fixture(AFTER))
+    async with openai_sdk(other, **headers) as sdk:
+        first = await send_back(sdk, renamed, keep_reasoning=False)
+        again = await send_back(sdk, renamed, keep_reasoning=False)  # a retry: replayed
+    assert len(other.upstream.received) == 1
+    assert again.id == first.id
+    assert len(reads) == 1

@@ -105,6 +105,9 @@ class CheckedHistory:
     prefix: tuple[AnyBlock, ...] | None = None
     # A chained request's: the operation that committed the reply it names, if turngate's.
     anchor: str | None = None
+    # The operation that committed the last answer the request's history shows, if
+    # turngate's (the answer whose items a request most often sends back by id).
+    latest: str | None = None
 
 
 async def checked_conversation(
@@ -162,7 +165,8 @@ async def checked_conversation(
     anchor = None
     if previous is not None and base > 0:
         anchor = conversation.turns[base - 1].operation_id
-    return CheckedHistory(conversation, revision, continues, prefix, anchor)
+    latest = conversation.turns[shown[len(answered) - 1]].operation_id if answered else None
+    return CheckedHistory(conversation, revision, continues, prefix, anchor, latest)
 
 
 def sent_back_turn(conversation: Conversation, revision: int, digest: str) -> int | None:

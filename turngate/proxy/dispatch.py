@@ -226,6 +226,9 @@ async def prepare(
                 judged = await services.replies.refuse_unanswered_kept(
                     services.store, seq, checked.anchor, credential, now=services.clock()
                 )
+            await services.replies.refuse_unbound_items_kept(
+                services.store, seq, checked.latest, credential, now=services.clock()
+            )
             await services.replies.load_thread(services.store, conversation, seq, credential)
             generation = checked.conversation.cancel_generation
         if not judged:

@@ -18,10 +18,11 @@ Both are kept in process memory, bounded, the most recently used kept: a sidecar
 agent's whole loop. Each is remembered for the credential the reply was answered to (its
 keyed hash, as replays are scoped): another caller naming the same reply id learns nothing
 of it. A reply this process did not commit (another replica's, one from before a restart,
-an evicted one) has, under a conversation id, its calls read from the answer the store kept
-for replay, and its thread's toolset from the one the store keeps per conversation
-(``keep_thread`` / ``load_thread``); otherwise the request is checked without them: sent as
-it is, its answer's calls to tools it does not show checked as one JSON object each.
+an evicted one) has, under a conversation id, its calls (and its items' reasoning) read from
+the answer the store kept for replay, and its thread's toolset from the one the store keeps
+per conversation (``keep_thread`` / ``load_thread``); otherwise the request is checked
+without them: sent as it is, its answer's calls to tools it does not show checked as one
+JSON object each.
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ from typing import Any, Generic, TypeVar
 from turngate.adapters.anthropic.request import thread_anchor
 from turngate.errors import SequenceRejected, TurngateError
 from turngate.graph.chained import OpenCall, open_calls, unanswered
-from turngate.graph.model import MessageSequence
-from turngate.graph.rules.openai_responses import missing_reasoning, reasoning_bindings
+from turngate.graph.model import ApiName, MessageSequence
+from turngate.graph.rules.openai_responses import (
+    missing_reasoning,
+    reasoning_bindings,
+    returned_items,
+)
 from turngate.graph.schema_check import OpenToolset, ToolSchemas
 from turngate.graph.turn import AssistantTurn
 from turngate.proxy.continuation import kept_answer
@@ -92,15 +97,17 @@ class Replies:
     def __init__(self, size: int = REMEMBERED) -> None:
         self.calls: ReplyMemory[tuple[OpenCall, ...]] = ReplyMemory(size)
         self.toolsets: ReplyMemory[dict[str, Any]] = ReplyMemory(size)
-        # Output item id -> the reasoning item right before it (Responses).
+        # Output item id -> the reasoning item right before it, "" for none (Responses).
         self.reasoning: ReplyMemory[str] = ReplyMemory(size)
 
     def committed(self, api: str, turn: AssistantTurn, credential: str | None) -> None:
         """``turn`` is a committed answer: a request chained to it must answer its calls,
         and one that sends its items back, their reasoning."""
         if api == "openai_responses":
-            for item, reasoning in reasoning_bindings(turn.blocks).items():
-                self.reasoning.put(_key(credential, item), reasoning)
+            bound = reasoning_bindings(turn.blocks)
+            for block in turn.blocks:
+                if isinstance(item := block.attrs.get("id"), str):
+                    self.reasoning.put(_key(credential, item), bound.get(item, ""))
         if turn.handle is None or api not in CHAINED_APIS:
             return
         # A reply without calls too: the next request chained to it then needs no lookup.
@@ -130,6 +137,37 @@ class Replies:
         if violations:
             raise SequenceRejected(violations)
 
+    async def refuse_unbound_items_kept(
+        self,
+        store: StateStore,
+        seq: MessageSequence,
+        anchor: str | None,
+        credential: str | None,
+        *,
+        now: float,
+    ) -> None:
+        """``refuse_unbound_items`` for items this process did not relay, of the answer a
+        shared store kept under the conversation (the last the request's history shows,
+        committed by operation ``anchor`` for the same credential: another replica's, or
+        this process's before a restart). An item of no answer found either way is left to
+        the provider, and not looked up again."""
+        if seq.api != "openai_responses" or anchor is None:
+            return
+        unknown = [
+            key
+            for _item, item_id in returned_items(seq)
+            if item_id and self.reasoning.get(key := _key(credential, item_id)) is None
+        ]
+        if not unknown:
+            return
+        turn = await self._kept_turn(store, seq.api, anchor, credential, now=now)
+        if turn is not None:
+            self.committed(seq.api, turn, credential)
+        for key in unknown:
+            if self.reasoning.get(key) is None:
+                self.reasoning.put(key, "")
+        self.refuse_unbound_items(seq, credential)
+
     async def refuse_unanswered_kept(
         self,
         store: StateStore,
@@ -148,20 +186,29 @@ class Replies:
             return True
         if anchor is None:
             return False
-        record = await store.get(anchor)
-        if record is None or record.manifest.credential_hash != credential:
-            return False
-        kept = await store.load_response(anchor, now=now)
-        if kept is None:
-            return False
-        try:
-            turn, _ = kept_answer(seq.api, kept)
-        except (TurngateError, ValueError):
-            return False
-        if turn.handle != reply:
+        turn = await self._kept_turn(store, seq.api, anchor, credential, now=now)
+        if turn is None or turn.handle != reply:
             return False
         self.committed(seq.api, turn, credential)
         return self.refuse_unanswered(seq, credential)
+
+    @staticmethod
+    async def _kept_turn(
+        store: StateStore, api: ApiName, anchor: str, credential: str | None, *, now: float
+    ) -> AssistantTurn | None:
+        """The answer the store kept for replay of operation ``anchor``, if it was answered
+        to ``credential``."""
+        record = await store.get(anchor)
+        if record is None or record.manifest.credential_hash != credential:
+            return None
+        kept = await store.load_response(anchor, now=now)
+        if kept is None:
+            return None
+        try:
+            turn, _ = kept_answer(api, kept)
+        except (TurngateError, ValueError):
+            return None
+        return turn
 
     def toolset(
         self, seq: MessageSequence, shown: ToolSchemas, credential: str | None

@@ -190,20 +190,26 @@ def reasoning_bindings(blocks: Sequence[AnyBlock]) -> dict[str, str]:
     return bound
 
 
+def returned_items(seq: MessageSequence) -> list[tuple[Message, str | None]]:
+    """The input items of ``seq``, each with its id, when the provider checks them against
+    the items it stored (``store`` not false, nothing it holds chained to); else none."""
+    if seq.envelope.get("store") is False or seq.history != "complete":
+        return []
+    return [(m, _item_id(m)) for m in seq.messages if m.origin == "input"]
+
+
 def missing_reasoning(
     seq: MessageSequence, required: Callable[[str], str | None]
 ) -> list[Violation]:
     """Items of ``seq`` sent back by id without the reasoning item ``required`` names for
-    them. Only for a request whose items the provider stored (``store`` not false) and
-    that chains to nothing it holds."""
-    if seq.envelope.get("store") is False or seq.history != "complete":
-        return []
-    items = [(m, _item_id(m)) for m in seq.messages if m.origin == "input"]
+    them (None or "": none). Only for a request whose items the provider stored (``store``
+    not false) and that chains to nothing it holds."""
+    items = returned_items(seq)
     sent = {item_id for _item, item_id in items if item_id}
     out: list[Violation] = []
     for item, item_id in items:
         reasoning = required(item_id) if item_id else None
-        if reasoning is None or reasoning in sent:
+        if not reasoning or reasoning in sent:
             continue
         kind = item.blocks[0].attrs.get("type", "item") if item.blocks else "item"
         out.append(
