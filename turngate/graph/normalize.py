@@ -207,9 +207,7 @@ def _sent_id(call_id: str, calls: dict[str, int], taken: set[str], caps: Capabil
     """The id a call is sent as: its own when the target takes it (and, for a target that
     wants ids unique, no earlier message called it), else a fitted one no call holds."""
     count = calls[call_id] = calls.get(call_id, 0) + 1
-    if count == 1:
-        return call_id if _id_fits(call_id, caps) else _fitted_id(call_id, caps)
-    if not caps.call_ids_unique:
+    if count == 1 or not caps.call_ids_unique:
         return call_id if _id_fits(call_id, caps) else _fitted_id(call_id, caps)
     while True:
         fitted = _fitted_id(f"{call_id}#{count}", caps)
