@@ -176,6 +176,28 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "chat_name_pattern",
     ),
     (
+        "200 parallel calls in one assistant message (openai-dotnet #317)",
+        body(
+            user("check every file"),
+            assistant(calls=[call(f"call_{n}") for n in range(200)]),
+            *[tool(f"call_{n}") for n in range(200)],
+        ),
+        "REJECTED",
+        "chat_array_too_long",
+    ),
+    (
+        "129 tools declared by several MCP servers (claude-code-router #686)",
+        {
+            **body(user("hi")),
+            "tools": [
+                {"type": "function", "function": {"name": f"tool_{n}", "parameters": {}}}
+                for n in range(129)
+            ],
+        },
+        "REJECTED",
+        "chat_array_too_long",
+    ),
+    (
         "a screenshot in a tool result (OpenHands #7700)",
         body(
             user("look"),

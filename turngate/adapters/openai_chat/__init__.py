@@ -26,9 +26,15 @@ CAPABILITIES = Capabilities(
         "chat_empty_call_name",
         "chat_image_outside_user",
         "chat_name_pattern",
+        "chat_array_too_long",
     ),
     outline_clears_extra_rules=True,
-    request_rules=("chat_legacy_functions", "chat_stream_choices", "chat_tool_name_pattern"),
+    request_rules=(
+        "chat_legacy_functions",
+        "chat_stream_choices",
+        "chat_tool_name_pattern",
+        "chat_tools_too_many",
+    ),
 )
 
 

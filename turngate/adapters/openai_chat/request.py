@@ -34,7 +34,7 @@ from turngate.graph.model import (
     new_tool_result,
 )
 from turngate.graph.outline import OutlineCall, OutlineMessage, SequenceOutline
-from turngate.graph.rules.openai_chat import name_fits
+from turngate.graph.rules.openai_chat import MAX_ARRAY, name_fits
 
 API: ApiName = "openai_chat"
 ADAPTER_ID = "openai_chat@1"
@@ -99,7 +99,7 @@ def outline_messages(messages_in: list[Any]) -> tuple[OutlineMessage, ...] | Non
     Each test below keeps a message out of the outline unless ``parse_message`` would build
     exactly a text block in its role, function calls with no extra fields, or a result of one
     text part, with no attrs anywhere; and none is a shape graph/rules/openai_chat.py refuses
-    (no messages, a call name outside OpenAI's pattern).
+    (no messages, a call name outside OpenAI's pattern, more than 128 calls in a message).
     """
     if not messages_in:
         return None
@@ -126,7 +126,12 @@ def outline_messages(messages_in: list[Any]) -> tuple[OutlineMessage, ...] | Non
             append((role, content, (), None))
             continue
         calls_in = native["tool_calls"]
-        if role != "assistant" or type(calls_in) is not list or not calls_in:
+        if (
+            role != "assistant"
+            or type(calls_in) is not list
+            or not calls_in
+            or len(calls_in) > MAX_ARRAY
+        ):
             return None
         if content is not None and type(content) is not str:
             return None

@@ -3,6 +3,9 @@
 
 - ``chat_empty_array``: ``messages: []`` or ``tool_calls: []`` ("empty array. Expected an
   array with minimum length 1"); an empty ``content`` list passes, as OpenAI takes it;
+- ``chat_array_too_long``: an assistant message with more than 128 tool calls, or (rule
+  ``chat_tools_too_many``, a request rule) more than 128 tools ("array too long. Expected an
+  array with maximum length 128");
 - ``chat_content_required``: ``content`` null or absent, but on an assistant message carrying
   its calls, audio or refusal ("expected a string, got null");
 - ``chat_empty_call_name``: a tool call whose name is empty ("empty string. Expected a string
@@ -36,6 +39,9 @@ from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
 EMPTY_ARRAY = "chat_empty_array"
+ARRAY_TOO_LONG = "chat_array_too_long"
+# The most tools a request declares, and tool calls a message holds, that OpenAI takes.
+MAX_ARRAY = 128
 CONTENT_REQUIRED = "chat_content_required"
 EMPTY_CALL_NAME = "chat_empty_call_name"
 IMAGE_OUTSIDE_USER = "chat_image_outside_user"
@@ -78,6 +84,47 @@ def empty_arrays(seq: MessageSequence) -> list[Violation]:
         )
         for message in seq.messages
         if message.attrs.get("tool_calls") == []
+    ]
+
+
+def _too_long(param: str, length: int) -> str:
+    return (
+        f"OpenAI: \"Invalid '{param}': array too long. Expected an array with maximum length "
+        f'{MAX_ARRAY}, but got an array with length {length} instead."'
+    )
+
+
+@rule(ARRAY_TOO_LONG)
+def calls_too_many(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    for message in seq.messages:
+        if message.role != "assistant" or len(message.blocks) <= MAX_ARRAY:
+            continue
+        calls = sum(isinstance(block, ToolCallBlock) for block in message.blocks)
+        if calls > MAX_ARRAY:
+            text = _too_long(f"{message.location}.tool_calls", calls)
+            out.append(
+                violation(
+                    ARRAY_TOO_LONG,
+                    f"assistant message holds {calls} tool calls; {text} (split the turn "
+                    "into messages of at most 128 calls, each followed by its results)",
+                    message,
+                )
+            )
+    return out
+
+
+@rule("chat_tools_too_many")
+def tools_too_many(seq: MessageSequence) -> list[Violation]:
+    if len(seq.tools) <= MAX_ARRAY:
+        return []
+    return [
+        violation(
+            ARRAY_TOO_LONG,
+            f"the request declares {len(seq.tools)} tools; {_too_long('tools', len(seq.tools))} "
+            "(many MCP servers at once: declare the ones this turn needs)",
+            None,
+        )
     ]
 
 
