@@ -328,3 +328,20 @@ def test_the_signature_refusal_quotes_gemini_and_names_the_call():
     assert only.location == "contents[1]"
     assert "Function call is missing a thought_signature in functionCall parts." in only.message
     assert "(weather)" in only.message
+
+
+def test_more_than_512_functions_in_one_tools_entry_are_refused():
+    # gemini-cli #19083 / #25440: many MCP servers at once.
+    names = [f"tool_{n}" for n in range(513)]
+    verdict = check(declaring(*names))
+    assert verdict.rules == ["gemini_function_count"]
+    assert "tools[1].function_declarations: At most 512" in verdict.violations[0].message
+    # 512 in one entry pass; 513 spread over two entries are left to the provider (its
+    # message names one entry's declarations).
+    assert check(declaring(*names[:512])).ready
+    spread = {**declaring(*names[:300]), "tools": []}
+    spread["tools"] = [
+        {"functionDeclarations": [{"name": n} for n in names[:300]]},
+        {"functionDeclarations": [{"name": n} for n in names[300:]]},
+    ]
+    assert check(spread).ready

@@ -324,19 +324,20 @@ def test_an_item_without_its_reasoning_is_named_unless_unstored_or_chained() -> 
     [
         ("github.search_issues", "does not match pattern"),
         ("search issues", "does not match pattern"),
-        ("mcp__plugin_chrome-devtools-mcp_chrome-devtools__performance_insight", "too long"),
+        ("mcp__" + "x" * 124, "too long"),
     ],
 )
 @pytest.mark.parametrize("kind", ["function", "custom"])
 def test_a_tool_declared_under_a_name_openai_refuses(name: str, why: str, kind: str) -> None:
-    # codex #8174, openai-dotnet #441 (a dot), oh-my-pi PR #9131 (68 characters).
+    # codex #8174, openai-dotnet #441 (a dot); over 128 characters (codex #46188: the
+    # Responses API's limit, where Chat's is 64).
     tools = [{"type": "web_search"}, {"type": kind, "name": name}]
     _seq, verdict = check([{"role": "user", "content": "hi"}], tools=tools)
     assert verdict.rules == ["responses_name_pattern"]
     assert f"Invalid 'tools[1].name': string {why}" in verdict.violations[0].message
 
 
-def test_a_tool_name_of_64_characters_is_taken() -> None:
-    tools = [{"type": "function", "name": "a" * 64}, {"type": "custom", "name": "apply-patch_2"}]
+def test_a_tool_name_of_128_characters_is_taken() -> None:
+    tools = [{"type": "function", "name": "a" * 128}, {"type": "custom", "name": "apply-patch_2"}]
     _seq, verdict = check([{"role": "user", "content": "hi"}], tools=tools)
     assert verdict.ready

@@ -759,15 +759,16 @@ async def test_home_assistant_147760_an_mcp_tool_name_anthropic_refuses_is_refus
 async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
     make_stack: StackFactory,
 ):
-    """openai/codex #8174 (and openai-dotnet #441, oh-my-pi PR #9131): MCP tools declared to
-    the Responses API as 'github.search_issues', or as a 68-character 'mcp__…' name, got
-    "Invalid 'tools[N].name'" on every turn. turngate refuses it before sending, naming the
-    tool and its place."""
+    """openai/codex #8174 (and openai-dotnet #441, codex #1289): MCP tools declared to the
+    Responses API as 'github.search_issues', or under a composed 'mcp__…' name longer than
+    the API takes (128 characters now: codex #46188), got "Invalid 'tools[N].name'" on
+    every turn. turngate refuses it before sending, naming the tool and its place; a
+    68-character name, which Chat refuses, goes up."""
     stack = await make_stack()
-    long_name = "mcp__chrome_devtools_mcp_chrome_devtools_performance_analyze_insight"
+    long_name = "mcp__codex_apps__" + "github_" * 16
     for name, words in (
         ("github.search_issues", "string does not match pattern"),
-        (long_name, "string too long. Expected a string with maximum length 64"),
+        (long_name, "string too long. Expected a string with maximum length 128"),
     ):
         tools = [{"type": "function", "name": name, "parameters": {"type": "object"}}]
         async with openai_sdk(stack) as client:
@@ -779,6 +780,21 @@ async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
                 )
         message = refused(stack, caught.value, "responses_name_pattern", name)
         assert f"Invalid 'tools[0].name': {words}" in message
+    stack.upstream.reply(Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"))
+    tools = [
+        {
+            "type": "function",
+            "name": "mcp__chrome_devtools_mcp_chrome_devtools_performance_analyze_insight",
+            "parameters": {"type": "object"},
+        }
+    ]
+    async with openai_sdk(stack) as client:
+        await client.responses.create(
+            model="gpt-5",
+            input="Any open bugs?",
+            tools=tools,  # type: ignore[arg-type]
+        )
+    assert len(stack.upstream.received) == 1
 
 
 async def test_claude_code_12009_a_screenshot_labelled_jpeg_is_refused_by_name(
@@ -874,3 +890,26 @@ async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name
     assert caught.value.code == 400
     message = refused(stack, caught.value, "gemini_name_pattern", "github/search issues")
     assert "tools[0].function_declarations[1].name: Invalid function name" in message
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
+    make_stack: StackFactory,
+):
+    """google-gemini/gemini-cli #19083 / #25440: with many MCP servers enabled, every request
+    got "At most 512 function declarations can be specified". turngate refuses it before
+    sending, with the count."""
+    stack = await make_stack()
+    declarations = [genai_types.FunctionDeclaration(name=f"mcp_tool_{n}") for n in range(530)]
+    tools = [genai_types.Tool(function_declarations=declarations)]
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(
+            model="gemini-2.5-flash",
+            contents="What changed today?",
+            config=genai_types.GenerateContentConfig(tools=tools),  # type: ignore[arg-type]
+        )
+    await client.aio.aclose()
+    assert caught.value.code == 400
+    message = refused(stack, caught.value, "gemini_function_count", "declares 530 functions")
+    assert "At most 512 function declarations can be specified" in message

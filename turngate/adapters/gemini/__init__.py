@@ -29,7 +29,11 @@ CAPABILITIES = Capabilities(
         "gemini_thought_signature",
         "gemini_empty_parts",
     ),
-    request_rules=("gemini_stream_candidates", "gemini_tool_name_pattern"),
+    request_rules=(
+        "gemini_stream_candidates",
+        "gemini_tool_name_pattern",
+        "gemini_function_count",
+    ),
     tools_held_by=("cachedContent", "cached_content"),
     # Computer use: the application runs the UI actions the model calls by its own names.
     client_tool_types=("computerUse", "computer_use"),

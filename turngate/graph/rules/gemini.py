@@ -1,5 +1,6 @@
-"""Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2), and the names it
-takes for a declared function (``gemini_tool_name_pattern``, a request rule).
+"""Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2), and what it takes
+as declared functions (request rules): their names (``gemini_tool_name_pattern``) and at most
+512 in one ``tools[]`` entry (``gemini_function_count``).
 
 Each mirrors a 400 INVALID_ARGUMENT that Gemini returns, quoted in the message so a user
 who has met the provider's text recognises it. Only conversation entries count as turns
@@ -54,6 +55,8 @@ _NAME_TEXT = (
     "(a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum "
     "length of 64."
 )
+# The most function declarations one ``tools[]`` entry may hold.
+MAX_DECLARATIONS = 512
 # The model family, from the route's model ("gemini-3-flash-preview", "models/gemini-3-pro").
 _FAMILY = re.compile(r"(?:^|/)gemini-(\d+)")
 
@@ -244,3 +247,23 @@ def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
                 )
             )
     return out
+
+
+@rule("gemini_function_count")
+def too_many_functions(seq: MessageSequence) -> list[Violation]:
+    declared: dict[int, int] = {}  # tools[] entry -> its function declarations
+    for tool in seq.tools:
+        if tool.tool_type == "function":
+            entry = tool.attrs.get(TOOL_INDEX, 0)
+            declared[entry] = declared.get(entry, 0) + 1
+    return [
+        violation(
+            "gemini_function_count",
+            f'tools[{entry}] declares {count} functions; Gemini: "tools[{entry}].'
+            f"function_declarations: At most {MAX_DECLARATIONS} function declarations can be "
+            'specified." (many MCP servers at once: declare the ones this turn needs)',
+            None,
+        )
+        for entry, count in declared.items()
+        if count > MAX_DECLARATIONS
+    ]

@@ -49,7 +49,8 @@ NAME_PATTERN = "chat_name_pattern"
 _NAME_BODY = "[a-zA-Z0-9_-]+"
 NAME_CHARACTERS = f"^{_NAME_BODY}$"
 _NAME = re.compile(_NAME_BODY).fullmatch
-# The longest name OpenAI takes for a declared function (Chat and Responses).
+# The longest name OpenAI takes for a declared function: Chat's, as its API reference gives
+# it; the Responses API takes 128 (openai/codex #46188).
 MAX_FUNCTION_NAME = 64
 
 
@@ -211,15 +212,15 @@ def images_outside_user(seq: MessageSequence) -> list[Violation]:
     return out
 
 
-def function_name_problem(name: str, param: str) -> str | None:
-    """OpenAI's words for why it refuses ``name`` as a declared function's (at ``param``),
-    with what to do; None when it takes it."""
+def function_name_problem(name: str, param: str, longest: int = MAX_FUNCTION_NAME) -> str | None:
+    """OpenAI's words for why it refuses ``name`` as a declared function's (at ``param``;
+    ``longest``: the API's limit), with what to do; None when it takes it."""
     if not name_fits(name):
         return f"{_pattern_text(param)} (an MCP server's 'server.tool': replace the dot)"
-    if len(name) > MAX_FUNCTION_NAME:
+    if len(name) > longest:
         return (
             f"OpenAI: \"Invalid '{param}': string too long. Expected a string with maximum "
-            f'length {MAX_FUNCTION_NAME}, but got a string with length {len(name)} instead." '
+            f'length {longest}, but got a string with length {len(name)} instead." '
             "(a client's 'mcp__server__tool' names: shorten the server's)"
         )
     return None

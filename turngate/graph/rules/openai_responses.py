@@ -18,8 +18,8 @@
   or a message sent twice); the provider refuses it: "Duplicate item found with id rs_…".
   Outputs are not counted: some name their call by ``id``.
 * ``responses_tool_name_pattern`` (code ``responses_name_pattern``, a request rule): a
-  function or custom tool declared under a name OpenAI refuses, as in Chat: characters
-  other than ``a-z A-Z 0-9 _ -``, or longer than 64.
+  function or custom tool declared under a name OpenAI refuses: characters other than
+  ``a-z A-Z 0-9 _ -``, as in Chat, or longer than 128 (Chat's limit is 64).
 """
 
 from __future__ import annotations
@@ -237,5 +237,5 @@ def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
         )
         for position, tool in enumerate(seq.tools)
         if tool.tool_type in ("function", "custom")
-        and (problem := function_name_problem(tool.name, f"tools[{position}].name"))
+        and (problem := function_name_problem(tool.name, f"tools[{position}].name", 128))
     ]
