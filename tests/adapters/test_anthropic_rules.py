@@ -23,7 +23,9 @@ from tests.adapters.anthropic_builders import (
     verdict_of,
     web_search_result,
 )
-from turngate.adapters.anthropic import CAPABILITIES
+from turngate.adapters import get_adapter
+from turngate.adapters.anthropic import ADAPTER, CAPABILITIES
+from turngate.errors import UnsupportedInTarget
 from turngate.graph.validator import validate
 
 CACHED = {"type": "ephemeral"}
@@ -697,3 +699,18 @@ def test_an_image_over_5_mib_of_base64_is_refused_at_the_byte() -> None:
     over = verdict_of(body(user(image("image/png", whole + b"\0"), text("and this?"))))
     assert over.rules == ["anthropic_image_size"]
     assert "image exceeds 5 MB maximum: 5242884 bytes > 5242880 bytes" in over.violations[0].message
+
+
+def test_a_tool_reference_in_a_tool_result_is_carried_not_refused():
+    found = [{"type": "tool_reference", "tool_name": "mcp__github__get_issue"}]
+    request = body(
+        user("find the tool"),
+        assistant(tool_use("toolu_1", "ToolSearch")),
+        user(tool_result("toolu_1", found)),
+    )
+    seq = parse(request)
+    assert validate(seq, CAPABILITIES).ready
+    assert ADAPTER.render_request(seq) == request
+    # Another API has no such block: refused, not dropped.
+    with pytest.raises(UnsupportedInTarget, match="compression block"):
+        get_adapter("openai_chat").render_request(seq)

@@ -118,3 +118,52 @@ async def test_the_beta_client_is_checked_too(client: Any):
     assert received.path_qs.split("?")[0] == "/v1/messages"
     assert received.headers["anthropic-beta"] == "context-1m-2025-08-07"
     assert received.headers["Idempotency-Key"]  # sent under a dispatch manifest
+
+
+async def test_a_tool_search_answer_goes_up_as_sent(client: Any):
+    # Claude Code's own tool search (many MCP tools, their definitions deferred) answers with
+    # tool_reference blocks in a tool_result: the SDK types them, and Anthropic loads the
+    # named tools. They go up as the client wrote them.
+    stack: Stack = client.stack
+    answer = "anthropic/pai-nonstream-after-4-tool-results.json"
+    stack.upstream.reply(Reply.fixture(answer))
+    found = [
+        {"type": "tool_reference", "tool_name": "mcp__github__search_issues"},
+        {"type": "tool_reference", "tool_name": "mcp__github__get_issue"},
+    ]
+    deferred = {"type": "object", "properties": {"q": {"type": "string"}}}
+    request = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 256,
+        "tools": [
+            {"name": "ToolSearch", "input_schema": {"type": "object"}},
+            {"name": "mcp__github__search_issues", "input_schema": deferred, "defer_loading": True},
+            {"name": "mcp__github__get_issue", "input_schema": deferred, "defer_loading": True},
+        ],
+        "messages": [
+            {"role": "user", "content": "Any open bugs about login?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01Search",
+                        "name": "ToolSearch",
+                        "input": {"query": "github issues"},
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_01Search", "content": found}
+                ],
+            },
+        ],
+    }
+    create = client.messages.create
+    await call(client.mode, create, **sdk_kwargs(create, request))
+    (received,) = stack.upstream.received
+    (client_body,) = stack.client_bodies
+    assert received.body == client_body
+    assert received.json()["messages"][2]["content"][0]["content"] == found

@@ -247,8 +247,16 @@ class UnknownBlock(_Block):
     native_type: str
 
 
+# What a tool result may hold: media, snippets, and an item standing for one of its API's
+# own (an Anthropic ``tool_reference`` naming a tool for the provider to load).
 ContentBlock = Annotated[
-    TextBlock | ImageBlock | AudioBlock | FileBlock | SnippetBlock | UnknownBlock,
+    TextBlock
+    | ImageBlock
+    | AudioBlock
+    | FileBlock
+    | SnippetBlock
+    | CompressionBlock
+    | UnknownBlock,
     Field(discriminator="kind"),
 ]
 

@@ -51,6 +51,7 @@ PROVIDER_MARKS = frozenset({CONTAINER_UPLOAD, "mcp_tool_listing", "fallback"})
 # no part of the conversation itself, kept as it came, noted with its type (``ITEM_NOTE``),
 # as the Responses adapter keeps ``configuration_update``.
 TOOL_CHANGES = frozenset({"tool_addition", "tool_removal"})
+TOOL_REFERENCE = "tool_reference"
 
 _TEXT_FIELDS = frozenset({"type", "text"})
 _MEDIA_FIELDS = frozenset({"type", "source"})
@@ -299,6 +300,12 @@ class BlockParser:
     def _result_part(self, block_id: str, item: Any) -> list[AnyBlock]:
         if isinstance(item, dict) and item.get("type") == "search_result":
             return self._search_result(block_id, "tool", item)
+        if isinstance(item, dict) and item.get("type") == TOOL_REFERENCE:
+            # A client-run tool search's answer: the provider loads the named tool's
+            # definition (one the request declares with ``defer_loading``).
+            attrs = {**item, ITEM_NOTE: TOOL_REFERENCE}
+            common = self.common(block_id, "tool")
+            return [CompressionBlock(provider=API, payload="", scope="tool", attrs=attrs, **common)]
         if isinstance(item, dict):
             return [self.content_part(block_id, "tool", item)]
         return [
