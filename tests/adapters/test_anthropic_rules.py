@@ -29,6 +29,10 @@ from turngate.errors import UnsupportedInTarget
 from turngate.graph.validator import validate
 
 CACHED = {"type": "ephemeral"}
+BROWSER_STATE = {
+    "type": "browser_state",
+    "tabs": [{"tab_id": "t1", "title": "Example", "url": "https://example.com", "active": True}],
+}
 
 TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
     (
@@ -559,6 +563,21 @@ VALID: list[tuple[str, dict[str, Any]]] = [
         ),
     ),
     (
+        "a browser toolset member's result carrying the browser's state",
+        body(
+            user("open example.com"),
+            assistant(tool_use("toolu_1", "navigate", toolset_name="browser")),
+            user(
+                tool_result(
+                    "toolu_1",
+                    [text("opened"), BROWSER_STATE],
+                    toolset_name="browser",
+                )
+            ),
+            tools=[{"type": "browser_toolset_20260101"}],
+        ),
+    ),
+    (
         "redacted thinking opens the loop",
         body(
             user("weather?"),
@@ -701,12 +720,14 @@ def test_an_image_over_5_mib_of_base64_is_refused_at_the_byte() -> None:
     assert "image exceeds 5 MB maximum: 5242884 bytes > 5242880 bytes" in over.violations[0].message
 
 
-def test_a_tool_reference_in_a_tool_result_is_carried_not_refused():
-    found = [{"type": "tool_reference", "tool_name": "mcp__github__get_issue"}]
+@pytest.mark.parametrize(
+    "found", [{"type": "tool_reference", "tool_name": "mcp__github__get_issue"}, BROWSER_STATE]
+)
+def test_anthropics_own_result_blocks_are_carried_not_refused(found: dict[str, Any]):
     request = body(
         user("find the tool"),
         assistant(tool_use("toolu_1", "ToolSearch")),
-        user(tool_result("toolu_1", found)),
+        user(tool_result("toolu_1", [found])),
     )
     seq = parse(request)
     assert validate(seq, CAPABILITIES).ready

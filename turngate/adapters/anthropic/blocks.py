@@ -51,7 +51,11 @@ PROVIDER_MARKS = frozenset({CONTAINER_UPLOAD, "mcp_tool_listing", "fallback"})
 # no part of the conversation itself, kept as it came, noted with its type (``ITEM_NOTE``),
 # as the Responses adapter keeps ``configuration_update``.
 TOOL_CHANGES = frozenset({"tool_addition", "tool_removal"})
-TOOL_REFERENCE = "tool_reference"
+# Blocks of Anthropic's own that a client's tool_result may hold, carried as they came: a
+# client-run tool search's ``tool_reference`` (the provider loads the named tool, declared
+# with ``defer_loading``) and a browser toolset member's ``browser_state`` (the provider
+# renders the tabs for the model).
+RESULT_ITEMS = frozenset({"tool_reference", "browser_state"})
 
 _TEXT_FIELDS = frozenset({"type", "text"})
 _MEDIA_FIELDS = frozenset({"type", "source"})
@@ -300,10 +304,8 @@ class BlockParser:
     def _result_part(self, block_id: str, item: Any) -> list[AnyBlock]:
         if isinstance(item, dict) and item.get("type") == "search_result":
             return self._search_result(block_id, "tool", item)
-        if isinstance(item, dict) and item.get("type") == TOOL_REFERENCE:
-            # A client-run tool search's answer: the provider loads the named tool's
-            # definition (one the request declares with ``defer_loading``).
-            attrs = {**item, ITEM_NOTE: TOOL_REFERENCE}
+        if isinstance(item, dict) and (kind := item.get("type")) in RESULT_ITEMS:
+            attrs = {**item, ITEM_NOTE: kind}
             common = self.common(block_id, "tool")
             return [CompressionBlock(provider=API, payload="", scope="tool", attrs=attrs, **common)]
         if isinstance(item, dict):
