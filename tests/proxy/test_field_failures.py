@@ -862,6 +862,20 @@ async def test_openclaw_5344_a_photo_over_5_mb_once_encoded_is_refused_by_name(
     assert "image exceeds 5 MB maximum: 6133428 bytes > 5242880 bytes" in message
 
 
+async def gemini_refusal(stack: Stack, tools: list[genai_types.Tool]) -> Exception:
+    """The 400 google-genai raises for a request declaring ``tools``."""
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(
+            model="gemini-2.5-flash",
+            contents="Any open bugs?",
+            config=genai_types.GenerateContentConfig(tools=tools),  # type: ignore[arg-type]
+        )
+    await client.aio.aclose()
+    assert caught.value.code == 400
+    return caught.value
+
+
 @GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name(
     make_stack: StackFactory,
@@ -879,16 +893,8 @@ async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name
             ]
         )
     ]
-    client = genai_sdk(stack)
-    with pytest.raises(genai_errors.ClientError) as caught:
-        await client.aio.models.generate_content(
-            model="gemini-2.5-flash",
-            contents="Any open bugs?",
-            config=genai_types.GenerateContentConfig(tools=tools),  # type: ignore[arg-type]
-        )
-    await client.aio.aclose()
-    assert caught.value.code == 400
-    message = refused(stack, caught.value, "gemini_name_pattern", "github/search issues")
+    error = await gemini_refusal(stack, tools)
+    message = refused(stack, error, "gemini_name_pattern", "github/search issues")
     assert "tools[0].function_declarations[1].name: Invalid function name" in message
 
 
@@ -902,14 +908,6 @@ async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     stack = await make_stack()
     declarations = [genai_types.FunctionDeclaration(name=f"mcp_tool_{n}") for n in range(530)]
     tools = [genai_types.Tool(function_declarations=declarations)]
-    client = genai_sdk(stack)
-    with pytest.raises(genai_errors.ClientError) as caught:
-        await client.aio.models.generate_content(
-            model="gemini-2.5-flash",
-            contents="What changed today?",
-            config=genai_types.GenerateContentConfig(tools=tools),  # type: ignore[arg-type]
-        )
-    await client.aio.aclose()
-    assert caught.value.code == 400
-    message = refused(stack, caught.value, "gemini_function_count", "declares 530 functions")
+    error = await gemini_refusal(stack, tools)
+    message = refused(stack, error, "gemini_function_count", "declares 530 functions")
     assert "At most 512 function declarations can be specified" in message

@@ -260,13 +260,25 @@ def names_outside_pattern(seq: MessageSequence) -> list[Violation]:
 
 @rule("chat_tool_name_pattern")
 def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
+    return declared_names_refused(seq, NAME_PATTERN, ("function",), "tools[{}].function.name")
+
+
+def declared_names_refused(
+    seq: MessageSequence,
+    code: str,
+    kinds: tuple[str, ...],
+    param: str,
+    longest: int = MAX_FUNCTION_NAME,
+) -> list[Violation]:
+    """A violation ``code`` for each tool of ``kinds`` declared under a name OpenAI refuses
+    (``param``: where the API reads a tool's name, its position in ``{}``)."""
     return [
         violation(
-            NAME_PATTERN,
+            code,
             f"tool {tool.name!r} is declared under a name OpenAI refuses; {problem}",
             None,
         )
         for position, tool in enumerate(seq.tools)
-        if tool.tool_type == "function"
-        and (problem := function_name_problem(tool.name, f"tools[{position}].function.name"))
+        if tool.tool_type in kinds
+        and (problem := function_name_problem(tool.name, param.format(position), longest))
     ]

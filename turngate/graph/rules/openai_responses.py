@@ -39,7 +39,7 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
-from turngate.graph.rules.openai_chat import function_name_problem
+from turngate.graph.rules.openai_chat import declared_names_refused
 from turngate.graph.validator import Violation, violation
 
 REASONING_UNBOUND = "responses_reasoning_unbound"
@@ -229,13 +229,4 @@ def missing_reasoning(
 
 @rule("responses_tool_name_pattern")
 def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
-    return [
-        violation(
-            NAME_PATTERN,
-            f"tool {tool.name!r} is declared under a name OpenAI refuses; {problem}",
-            None,
-        )
-        for position, tool in enumerate(seq.tools)
-        if tool.tool_type in ("function", "custom")
-        and (problem := function_name_problem(tool.name, f"tools[{position}].name", 128))
-    ]
+    return declared_names_refused(seq, NAME_PATTERN, ("function", "custom"), "tools[{}].name", 128)
