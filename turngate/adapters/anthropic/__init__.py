@@ -37,8 +37,7 @@ CAPABILITIES = Capabilities(
         "anthropic_cache_breakpoints",
         "anthropic_tool_names_unique",
         "anthropic_tool_name_pattern",
-        "anthropic_image_media_type",
-        "anthropic_image_size",
+        "anthropic_images",
     ),
     # Anthropic-defined client tools, called with tool_use and run by the application;
     # its server tools (web_search_*, web_fetch_*, code_execution_*, tool_search_*) are not.

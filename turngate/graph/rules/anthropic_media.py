@@ -1,4 +1,5 @@
-"""Anthropic's rules for a base64 image (a message's or a tool result's), quoted from its 400s:
+"""Anthropic's rules for a base64 image (a message's or a tool result's), quoted from its 400s,
+run as one rule (``anthropic_images``) in one walk:
 
 ``anthropic_image_media_type``: the ``media_type`` is one of the four Anthropic takes
 ("Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"), and the image's
@@ -63,41 +64,40 @@ def _images(seq: MessageSequence) -> Iterator[tuple[Message, ImageBlock, str]]:
                         yield message, part, f"an image in the result of '{block.call_id}'"
 
 
-@rule(IMAGE_MEDIA_TYPE)
-def image_media_types(seq: MessageSequence) -> list[Violation]:
+@rule("anthropic_images")
+def image_problems(seq: MessageSequence) -> list[Violation]:
+    """Both rules in one walk over the blocks: most requests hold no image at all."""
     out: list[Violation] = []
     for message, image, where in _images(seq):
-        declared = image.media_type
-        if declared not in MEDIA_TYPES:
-            problem = (
-                'has no media_type; Anthropic: "media_type: Field required"'
-                if declared is None
-                else f'is labelled {declared!r}; Anthropic: "media_type: {_TAKEN}"'
+        problem = _label_problem(image)
+        if problem is not None:
+            out.append(violation(IMAGE_MEDIA_TYPE, f"{where} {problem}", message, image))
+        if len(image.data) > MAX_IMAGE_BASE64:
+            out.append(
+                violation(
+                    IMAGE_SIZE,
+                    f'{where} is {len(image.data):,} characters of base64; Anthropic: "image '
+                    f"exceeds 5 MB maximum: {len(image.data)} bytes > {MAX_IMAGE_BASE64} "
+                    'bytes" (the limit is on the encoded text: resize or re-encode the image '
+                    "to under 3.75 MB first)",
+                    message,
+                    image,
+                )
             )
-        else:
-            found = image_format(image.data)
-            if found is None or found == declared:
-                continue
-            problem = (
-                f'is labelled {declared} but its bytes are {found}; Anthropic: "The image was '
-                f"specified using the {declared} media type, but the image appears to be a "
-                f'{found} image" (label it by its bytes, not its file name)'
-            )
-        out.append(violation(IMAGE_MEDIA_TYPE, f"{where} {problem}", message, image))
     return out
 
 
-@rule(IMAGE_SIZE)
-def image_sizes(seq: MessageSequence) -> list[Violation]:
-    return [
-        violation(
-            IMAGE_SIZE,
-            f'{where} is {len(image.data):,} characters of base64; Anthropic: "image exceeds '
-            f'5 MB maximum: {len(image.data)} bytes > {MAX_IMAGE_BASE64} bytes" (the limit is '
-            "on the encoded text: resize or re-encode the image to under 3.75 MB first)",
-            message,
-            image,
-        )
-        for message, image, where in _images(seq)
-        if len(image.data) > MAX_IMAGE_BASE64
-    ]
+def _label_problem(image: ImageBlock) -> str | None:
+    declared = image.media_type
+    if declared is None:
+        return 'has no media_type; Anthropic: "media_type: Field required"'
+    if declared not in MEDIA_TYPES:
+        return f'is labelled {declared!r}; Anthropic: "media_type: {_TAKEN}"'
+    found = image_format(image.data)
+    if found is None or found == declared:
+        return None
+    return (
+        f'is labelled {declared} but its bytes are {found}; Anthropic: "The image was '
+        f"specified using the {declared} media type, but the image appears to be a "
+        f'{found} image" (label it by its bytes, not its file name)'
+    )
