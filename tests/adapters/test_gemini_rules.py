@@ -345,3 +345,17 @@ def test_more_than_512_functions_in_one_tools_entry_are_refused():
         {"functionDeclarations": [{"name": n} for n in names[300:]]},
     ]
     assert check(spread).ready
+
+
+@pytest.mark.parametrize("role", ["assistant", "system", "developer"])
+def test_roles_the_api_now_takes_are_read_and_written_back(role: str):
+    request = body(ASK, {"role": role, "parts": [text("noted")]}, user(text("go on")))
+    assert check(request).ready
+    seq = parse(request)
+    assert ADAPTER.render_request(seq) == request
+
+
+@pytest.mark.parametrize("role", ["function", "tool", "USER"])
+def test_a_role_the_api_refuses_is_an_unknown_kind(role: str):
+    request = body(ASK, {"role": role, "parts": [text("noted")]})
+    assert check(request).rules == ["unknown_kind"]

@@ -137,3 +137,30 @@ async def test_a_gemini_3_call_sent_back_without_its_signature_is_refused(client
     assert raised.value.response.headers["Turngate-Rejection"] == "gemini_thought_signature"
     assert "missing a thought_signature" in str(raised.value)
     assert client.stack.upstream.received == []
+
+
+async def test_roles_the_api_now_takes_go_up_as_spelled(client: Any):
+    # Since 2026 the API lists ASSISTANT, SYSTEM and DEVELOPER among its valid roles (its
+    # refusal of role 'function': sashiko PR #500). A client that writes them is not refused.
+    stack: Stack = client.stack
+    answer = "gemini/pai-nonstream-after-3-function-responses.json"
+    stack.upstream.reply(Reply.fixture(answer))
+    contents = [
+        {"role": "user", "parts": [{"text": "Weather in Paris?"}]},
+        {"role": "assistant", "parts": [{"functionCall": {"name": "weather", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "weather", "response": {}}}]},
+        {"role": "developer", "parts": [{"text": "Answer in one line."}]},
+        {"role": "assistant", "parts": [{"text": "Sunny, 18C."}]},
+        {"role": "user", "parts": [{"text": "And tomorrow?"}]},
+    ]
+    tools = [{"functionDeclarations": [{"name": "weather"}, {"name": "generate_topic"}]}]
+    raw = types.HttpOptions(extra_body={"contents": contents, "tools": tools})
+    await call(
+        client.mode,
+        client.models_api.generate_content,
+        model="gemini-3-flash-preview",
+        contents="placeholder",
+        config=types.GenerateContentConfig(http_options=raw),
+    )
+    (received,) = stack.upstream.received
+    assert received.json()["contents"] == contents

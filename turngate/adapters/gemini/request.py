@@ -2,8 +2,9 @@
 
 The model and streaming live in the URL (``…/models/{model}:streamGenerateContent``), so
 they come from ``RouteInfo`` and are never written into the body. Each entry of
-``contents`` is one Message (role ``model`` -> assistant; no role -> user, noted so it is
-not added back); ``systemInstruction`` is a system Message of its own.
+``contents`` is one Message (role ``model`` or ``assistant`` -> assistant, ``system`` and
+``developer`` as they are; no role -> user, noted so it is not added back);
+``systemInstruction`` is a system Message of its own.
 
 Call ids: Gemini's ``functionCall.id`` is optional and the Gemini API itself never sends
 one. A call without an id gets ``gemini:{name}#{n}`` (its rank among same-name calls of
@@ -51,7 +52,18 @@ TOOL_INDEX = "$tool"
 PARAMETERS_KEY = "$parametersKey"
 OPENAPI_PARAMETERS = "$openapiParameters"
 
-_ROLES: dict[str, Role] = {"user": "user", "model": "assistant"}
+# ``user`` and ``model`` (the SDK's two), and the roles the API has taken too since 2026
+# ("Please use a valid role: SYSTEM, USER, ASSISTANT, DEVELOPER, …, MODEL": sashiko PR #500,
+# Gemini-Kchat #5), each written back as the client spelled it (``ROLE_SPELLING``).
+_ROLES: dict[str, Role] = {
+    "user": "user",
+    "model": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "developer",
+}
+_SPELLED_AS_IS = frozenset({"assistant", "system", "developer"})
+ROLE_SPELLING = "$role"
 
 
 class _Absent:
@@ -155,6 +167,8 @@ def parse_content(index: int, native_in: Any, order: OrderCounter) -> Message:
         attrs[ROLE_ABSENT] = True
     elif isinstance(role_in, str) and role_in in _ROLES:
         role = _ROLES[role_in]
+        if role_in in _SPELLED_AS_IS:
+            attrs[ROLE_SPELLING] = role_in
     else:
         return _opaque(index, f"role:{role_in}", native_in, order)
     parts = native_in.get("parts", _ABSENT)
@@ -391,7 +405,8 @@ def render_content(message: Message) -> Any:
         return message.blocks[0].attrs.get(NATIVE)
     out = native(message.attrs)
     if not message.attrs.get(ROLE_ABSENT):
-        out["role"] = "model" if message.role == "assistant" else "user"
+        spelled = message.attrs.get(ROLE_SPELLING)
+        out["role"] = spelled or ("model" if message.role == "assistant" else "user")
     if message.shape != "absent":
         out["parts"] = [render_part(b) for b in message.blocks]
     return out
