@@ -82,6 +82,20 @@ async def test_tool_conversations_pass_through(client: Any, answer: str, model: 
     COUNTS["SDK conversations through turngate (gemini)"] += 1
 
 
+async def send_raw(client: Any, body: dict[str, Any], model: str) -> Any:
+    """``body``'s fields sent as they are: the SDK's own types refuse some shapes before
+    sending (an unknown part kind), so they go in through extra_body, its way to send raw
+    fields."""
+    raw = types.HttpOptions(extra_body=body)
+    return await call(
+        client.mode,
+        client.models_api.generate_content,
+        model=model,
+        contents="placeholder",
+        config=types.GenerateContentConfig(http_options=raw),
+    )
+
+
 @pytest.mark.parametrize(
     ("request_body", "rules"),
     [pytest.param(b, r, id=name) for name, b, _status, r in TABLE],
@@ -89,17 +103,8 @@ async def test_tool_conversations_pass_through(client: Any, answer: str, model: 
 async def test_invalid_sequences_raise_client_error_and_send_nothing(
     client: Any, request_body: dict[str, Any], rules: set[str]
 ):
-    # The SDK's own types refuse some of these shapes before sending (an unknown part kind),
-    # so the table's contents go in through extra_body, the SDK's way to send raw fields.
-    raw = types.HttpOptions(extra_body=request_body)
     with pytest.raises(errors.ClientError) as raised:
-        await call(
-            client.mode,
-            client.models_api.generate_content,
-            model="gemini-2.5-flash",
-            contents="placeholder",
-            config=types.GenerateContentConfig(http_options=raw),
-        )
+        await send_raw(client, request_body, "gemini-2.5-flash")
     assert raised.value.code == 400
     rule = raised.value.response.headers["Turngate-Rejection"]
     assert rule in rules
@@ -154,13 +159,6 @@ async def test_roles_the_api_now_takes_go_up_as_spelled(client: Any):
         {"role": "user", "parts": [{"text": "And tomorrow?"}]},
     ]
     tools = [{"functionDeclarations": [{"name": "weather"}, {"name": "generate_topic"}]}]
-    raw = types.HttpOptions(extra_body={"contents": contents, "tools": tools})
-    await call(
-        client.mode,
-        client.models_api.generate_content,
-        model="gemini-3-flash-preview",
-        contents="placeholder",
-        config=types.GenerateContentConfig(http_options=raw),
-    )
+    await send_raw(client, {"contents": contents, "tools": tools}, "gemini-3-flash-preview")
     (received,) = stack.upstream.received
     assert received.json()["contents"] == contents

@@ -226,44 +226,41 @@ def thought_signatures(seq: MessageSequence) -> list[Violation]:
     return out
 
 
+def _declarations(seq: MessageSequence) -> dict[int, list[str]]:
+    """Each ``tools[]`` entry's function names, in declaration order."""
+    declared: dict[int, list[str]] = {}
+    for tool in seq.tools:
+        if tool.tool_type == "function":
+            declared.setdefault(tool.attrs.get(TOOL_INDEX, 0), []).append(tool.name)
+    return declared
+
+
 @rule("gemini_tool_name_pattern")
 def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
-    out: list[Violation] = []
-    declared: dict[int, int] = {}  # tools[] entry -> declarations read in it so far
-    for tool in seq.tools:
-        if tool.tool_type != "function":
-            continue
-        entry = tool.attrs.get(TOOL_INDEX, 0)
-        position = declared[entry] = declared.get(entry, -1) + 1
-        if _FUNCTION_NAME(tool.name) is None:
-            place = f"tools[{entry}].function_declarations[{position}].name"
-            out.append(
-                violation(
-                    NAME_PATTERN,
-                    f"function {tool.name!r} is declared under a name Gemini refuses; Gemini: "
-                    f'"{place}: {_NAME_TEXT}" (an MCP tool\'s name with a space, a slash or '
-                    "a leading digit: rename it)",
-                    None,
-                )
-            )
-    return out
+    return [
+        violation(
+            NAME_PATTERN,
+            f"function {name!r} is declared under a name Gemini refuses; Gemini: "
+            f'"tools[{entry}].function_declarations[{position}].name: {_NAME_TEXT}" (an MCP '
+            "tool's name with a space, a slash or a leading digit: rename it)",
+            None,
+        )
+        for entry, names in _declarations(seq).items()
+        for position, name in enumerate(names)
+        if _FUNCTION_NAME(name) is None
+    ]
 
 
 @rule("gemini_function_count")
 def too_many_functions(seq: MessageSequence) -> list[Violation]:
-    declared: dict[int, int] = {}  # tools[] entry -> its function declarations
-    for tool in seq.tools:
-        if tool.tool_type == "function":
-            entry = tool.attrs.get(TOOL_INDEX, 0)
-            declared[entry] = declared.get(entry, 0) + 1
     return [
         violation(
             "gemini_function_count",
-            f'tools[{entry}] declares {count} functions; Gemini: "tools[{entry}].'
+            f'tools[{entry}] declares {len(names)} functions; Gemini: "tools[{entry}].'
             f"function_declarations: At most {MAX_DECLARATIONS} function declarations can be "
             'specified." (many MCP servers at once: declare the ones this turn needs)',
             None,
         )
-        for entry, count in declared.items()
-        if count > MAX_DECLARATIONS
+        for entry, names in _declarations(seq).items()
+        if len(names) > MAX_DECLARATIONS
     ]
