@@ -155,6 +155,13 @@ TABLE: list[tuple[str, dict[str, Any], str, set[str]]] = [
         "REJECTED",
         {"gemini_empty_parts"},
     ),
+    ("no contents at all", body(), "REJECTED", {"gemini_empty_contents"}),
+    (
+        "a system instruction and no contents",
+        body(system="Review the last turn."),
+        "REJECTED",
+        {"gemini_empty_contents"},
+    ),
 ]
 
 
@@ -175,6 +182,13 @@ def test_an_empty_text_part_is_a_part():
     with an empty text part, and Gemini answered it."""
     assert check(body(user(text("")), model(text("hello")), user(text("hi")))).ready
     assert check(body(user(text("")), model(), user(text("hi")))).rules == ["gemini_empty_parts"]
+
+
+def test_no_contents_beside_a_cache_is_left_to_gemini():
+    """With a ``cachedContent`` the cache holds the conversation so far; whether Gemini
+    takes a request that adds nothing to it is Gemini's to say."""
+    request = {**body(), "cachedContent": "cachedContents/review-1"}
+    assert check(request).ready
 
 
 def test_every_violation_names_its_content_block_and_call():

@@ -735,6 +735,59 @@ async def test_langgraph_3939_a_content_without_parts_is_refused_by_name(
     assert "contents.parts must not be empty" in message
 
 
+@GENAI_AIOHTTP_WARNING
+async def test_inspect_ai_2377_a_function_response_under_role_function_is_refused_with_the_fix(
+    make_stack: StackFactory,
+):
+    """UKGovernmentBEIS/inspect_ai #2377 (and sashiko PR #500, genkit-dart PR #340,
+    dart_agent_core #34): tool output sent back under OpenAI's convention, a content with role
+    'function' or 'tool', which Gemini refuses ("Role 'function' is not supported"). turngate
+    refuses it before sending, naming the content and the fix: a user content."""
+    stack = await make_stack()
+    call = genai_types.FunctionCall(id="call_1", name="get_weather", args={"city": "Paris"})
+    answer = genai_types.FunctionResponse(id="call_1", name="get_weather", response={"t": 18})
+    contents = [
+        genai_types.Content(role="user", parts=[genai_types.Part(text="Weather in Paris?")]),
+        genai_types.Content(role="model", parts=[genai_types.Part(function_call=call)]),
+        genai_types.Content(role="function", parts=[genai_types.Part(function_response=answer)]),
+    ]
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(model="gemini-2.5-flash", contents=contents)
+    await client.aio.aclose()
+    assert caught.value.code == 400
+    refused(stack, caught.value, "unknown_kind", "contents[2]", "role:function")
+    message = caught.value.message or ""
+    assert "Role 'function' is not supported" in message
+    assert "functionResponse parts in a content with role user" in message
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_hermes_agent_57940_a_request_with_no_contents_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """NousResearch/hermes-agent #57940 (PR #57942): a turn built only from system prompts, or
+    whose one event lost its media, became ``{"contents": []}``; Gemini answered "contents is
+    not specified", which reached the user as an opaque "model provider failed after retries".
+    turngate refuses it before sending, with Gemini's words. (The Python SDK refuses empty
+    contents itself; hermes builds its own bodies, as REST clients do: the body goes in raw.)"""
+    stack = await make_stack()
+    client = genai_sdk(stack)
+    config = genai_types.GenerateContentConfig(
+        system_instruction="Review the last turn.",
+        http_options=genai_types.HttpOptions(extra_body={"contents": []}),
+    )
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(
+            model="gemini-2.5-flash", contents="placeholder", config=config
+        )
+    await client.aio.aclose()
+    assert caught.value.code == 400
+    message = refused(stack, caught.value, "gemini_empty_contents")
+    assert "the request has no contents" in message
+    assert "contents is not specified" in message
+
+
 async def test_home_assistant_147760_an_mcp_tool_name_anthropic_refuses_is_refused_by_name(
     make_stack: StackFactory,
 ):

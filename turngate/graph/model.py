@@ -210,6 +210,8 @@ class SnippetBlock(_Block):
 # An adapter's note (in ``attrs``) on a CompressionBlock that stands for an item of its API
 # (a reference to a stored item, an instruction to the provider), not a compaction.
 ITEM_NOTE = "$item"
+# An UnknownBlock's note of the usual fix, added to its refusal.
+UNKNOWN_HINT = "$hint"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,7 +243,8 @@ class ServerToolBlock(_Block):
 
 @dataclass(frozen=True, kw_only=True)
 class UnknownBlock(_Block):
-    """A content kind the adapter does not know. The validator refuses it (``unknown_kind``)."""
+    """A content kind the adapter does not know. The validator refuses it (``unknown_kind``),
+    adding what the adapter knows of the usual fix (``UNKNOWN_HINT`` in attrs), if anything."""
 
     kind: Literal["unknown"] = "unknown"
     native_type: str

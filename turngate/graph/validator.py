@@ -18,6 +18,7 @@ from turngate.graph import codec
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.markers import forged_role_marker
 from turngate.graph.model import (
+    UNKNOWN_HINT,
     AnyBlock,
     CompressionBlock,
     Message,
@@ -235,9 +236,9 @@ def _outline_ready(outline: SequenceOutline, caps: Capabilities, *, scan: bool) 
 def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[Violation]:
     out: list[Violation] = []
     if isinstance(block, UnknownBlock):
-        out.append(
-            violation(UNKNOWN_KIND, f"unknown content kind '{block.native_type}'", message, block)
-        )
+        hint = block.attrs.get(UNKNOWN_HINT)
+        text = f"unknown content kind '{block.native_type}'" + (f"; {hint}" if hint else "")
+        out.append(violation(UNKNOWN_KIND, text, message, block))
     elif isinstance(block, ToolCallBlock):
         out.extend(_check_call(message, block, caps))
     elif isinstance(block, ToolResultBlock):

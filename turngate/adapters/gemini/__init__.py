@@ -28,6 +28,7 @@ CAPABILITIES = Capabilities(
         "gemini_response_count",
         "gemini_thought_signature",
         "gemini_empty_parts",
+        "gemini_empty_contents",
     ),
     request_rules=(
         "gemini_stream_candidates",

@@ -30,6 +30,7 @@ from turngate.adapters.gemini.parts import (
 )
 from turngate.errors import BadRequestBody
 from turngate.graph.model import (
+    UNKNOWN_HINT,
     AnyBlock,
     ApiName,
     Message,
@@ -170,7 +171,7 @@ def parse_content(index: int, native_in: Any, order: OrderCounter) -> Message:
         if role_in in _SPELLED_AS_IS:
             attrs[ROLE_SPELLING] = role_in
     else:
-        return _opaque(index, f"role:{role_in}", native_in, order)
+        return _opaque(index, f"role:{role_in}", native_in, order, _role_hint(role_in))
     parts = native_in.get("parts", _ABSENT)
     if isinstance(parts, _Absent):
         return Message(
@@ -185,16 +186,31 @@ def parse_content(index: int, native_in: Any, order: OrderCounter) -> Message:
     return Message(index=index, role=role, blocks=blocks, origin="contents", attrs=attrs)
 
 
-def _opaque(index: int, kind: str, native_in: dict[str, Any], order: OrderCounter) -> Message:
+def _opaque(
+    index: int, kind: str, native_in: dict[str, Any], order: OrderCounter, hint: str = ""
+) -> Message:
+    attrs: dict[str, Any] = {NATIVE: native_in}
+    if hint:
+        attrs[UNKNOWN_HINT] = hint
     block = UnknownBlock(
         id=f"m{index}.b0",
         role="user",
         order=order.next(),
         trust="untrusted",
         native_type=kind,
-        attrs={NATIVE: native_in},
+        attrs=attrs,
     )
     return Message(index=index, role="user", blocks=(block,), origin="contents", shape="opaque")
+
+
+def _role_hint(role: Any) -> str:
+    """The fix for the roles other APIs give tool output, which Gemini refuses."""
+    if role not in ("function", "tool"):
+        return ""
+    return (
+        f"Gemini: \"Role '{role}' is not supported. Please use a valid role\" (send "
+        "functionResponse parts in a content with role user)"
+    )
 
 
 def _unpaired(block: AnyBlock) -> bool:

@@ -1,6 +1,7 @@
-"""Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2), and what it takes
-as declared functions (request rules): their names (``gemini_tool_name_pattern``) and at most
-512 in one ``tools[]`` entry (``gemini_function_count``).
+"""Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2), that it holds at
+least one content and none without parts, and what it takes as declared functions (request
+rules): their names (``gemini_tool_name_pattern``) and at most 512 in one ``tools[]`` entry
+(``gemini_function_count``).
 
 Each mirrors a 400 INVALID_ARGUMENT that Gemini returns, quoted in the message so a user
 who has met the provider's text recognises it. Only conversation entries count as turns
@@ -38,6 +39,7 @@ _COUNT_TEXT = (
 
 
 _EMPTY_PARTS_TEXT = "contents.parts must not be empty."
+_NO_CONTENTS_TEXT = "GenerateContentRequest.contents: contents is not specified"
 _SIGNATURE_TEXT = "Function call is missing a thought_signature in functionCall parts."
 # The adapter's note holding a part's native fields when its block was built from them; the
 # spellings of a part's signature (the gemini adapter reads them through ``thought_signature``).
@@ -159,6 +161,23 @@ def response_count(seq: MessageSequence) -> list[Violation]:
             )
         )
     return out
+
+
+@rule("gemini_empty_contents")
+def empty_contents(seq: MessageSequence) -> list[Violation]:
+    """An empty ``contents`` list: Gemini refuses it as it refuses a missing one (the
+    adapter's ``invalid_request``), whatever ``systemInstruction`` holds. With a
+    ``cachedContent`` (``history: partial``) it is left to Gemini."""
+    if seq.history == "partial" or any(m.location.startswith("contents") for m in seq.messages):
+        return []
+    return [
+        violation(
+            "gemini_empty_contents",
+            f'the request has no contents; Gemini: "{_NO_CONTENTS_TEXT}" (send at least one '
+            "user content)",
+            None,
+        )
+    ]
 
 
 @rule("gemini_empty_parts")
