@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from turngate.errors import TurngateError
 from turngate.graph.capabilities import Capabilities
-from turngate.graph.model import ApiName, MessageSequence, Role, Trust
+from turngate.graph.model import UNKNOWN_HINT, ApiName, MessageSequence, Role, Trust
 from turngate.graph.turn import AssistantTurn
 
 
@@ -59,6 +59,19 @@ class Adapter(Protocol):
 def default_trust(role: Role) -> Trust:
     """System and developer text is trusted; everything else is untrusted until policy says."""
     return "trusted" if role in ("system", "developer") else "untrusted"
+
+
+# The fix for ``model``, Gemini's name for the model's turns, in the other APIs.
+MODEL_ROLE_HINT = "the model's turns are role assistant"
+
+
+def with_role_hint(attrs: dict[str, Any], hints: Mapping[str, str], role: Any) -> dict[str, Any]:
+    """``attrs`` of an unknown role's block, with the API's fix for that role if it has one
+    (the role another API gives tool output or the model's turns)."""
+    hint = hints.get(role) if isinstance(role, str) else None
+    if hint:
+        attrs[UNKNOWN_HINT] = hint
+    return attrs
 
 
 def remainder(native: Mapping[str, Any], modelled: frozenset[str]) -> dict[str, Any]:

@@ -25,7 +25,14 @@ from turngate.adapters.anthropic.blocks import (
     native_fields,
     render_blocks,
 )
-from turngate.adapters.base import RouteInfo, default_trust, merged, remainder
+from turngate.adapters.base import (
+    MODEL_ROLE_HINT,
+    RouteInfo,
+    default_trust,
+    merged,
+    remainder,
+    with_role_hint,
+)
 from turngate.errors import BadRequestBody
 from turngate.graph.model import (
     AnyBlock,
@@ -42,6 +49,13 @@ from turngate.graph.model import (
 ADAPTER_ID = "anthropic@1"
 SYSTEM = "system"
 ROLES = frozenset({"user", "assistant", "system"})
+_TOOL_OUTPUT = "send tool output as tool_result blocks (the call's tool_use_id) in a user message"
+# The fix for roles other APIs use, added to their refusal.
+ROLE_HINTS = {
+    "tool": _TOOL_OUTPUT,
+    "function": _TOOL_OUTPUT,
+    "model": MODEL_ROLE_HINT,
+}
 
 # Message shapes beyond the content's own ("string", "parts", "absent", "opaque").
 MID_CONV_SYSTEM = "mid_conv_system"
@@ -115,7 +129,7 @@ class RequestParser(BlockParser):
         if not isinstance(role_in, str) or role_in not in ROLES:
             unknown = UnknownBlock(
                 native_type=f"role:{role_in}",
-                attrs=dict(native),
+                attrs=with_role_hint(dict(native), ROLE_HINTS, role_in),
                 **self.common(f"{prefix}.b0", "user"),
             )
             return [Message(index=index, role="user", blocks=(unknown,), shape="opaque")]

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from turngate.adapters.base import RouteInfo, merged, remainder
+from turngate.adapters.base import RouteInfo, merged, remainder, with_role_hint
 from turngate.adapters.gemini.parts import (
     SYNTHESIZED_ID,
     OrderCounter,
@@ -30,7 +30,6 @@ from turngate.adapters.gemini.parts import (
 )
 from turngate.errors import BadRequestBody
 from turngate.graph.model import (
-    UNKNOWN_HINT,
     AnyBlock,
     ApiName,
     Message,
@@ -64,6 +63,12 @@ _ROLES: dict[str, Role] = {
     "developer": "developer",
 }
 _SPELLED_AS_IS = frozenset({"assistant", "system", "developer"})
+# Gemini's words for a role other APIs give tool output, and the fix.
+ROLE_HINTS = {
+    role: f"Gemini: \"Role '{role}' is not supported. Please use a valid role\" (send "
+    "functionResponse parts in a content with role user)"
+    for role in ("function", "tool")
+}
 ROLE_SPELLING = "$role"
 
 
@@ -171,7 +176,7 @@ def parse_content(index: int, native_in: Any, order: OrderCounter) -> Message:
         if role_in in _SPELLED_AS_IS:
             attrs[ROLE_SPELLING] = role_in
     else:
-        return _opaque(index, f"role:{role_in}", native_in, order, _role_hint(role_in))
+        return _opaque(index, f"role:{role_in}", native_in, order, role_in)
     parts = native_in.get("parts", _ABSENT)
     if isinstance(parts, _Absent):
         return Message(
@@ -187,11 +192,9 @@ def parse_content(index: int, native_in: Any, order: OrderCounter) -> Message:
 
 
 def _opaque(
-    index: int, kind: str, native_in: dict[str, Any], order: OrderCounter, hint: str = ""
+    index: int, kind: str, native_in: dict[str, Any], order: OrderCounter, role: Any = None
 ) -> Message:
-    attrs: dict[str, Any] = {NATIVE: native_in}
-    if hint:
-        attrs[UNKNOWN_HINT] = hint
+    attrs = with_role_hint({NATIVE: native_in}, ROLE_HINTS, role)
     block = UnknownBlock(
         id=f"m{index}.b0",
         role="user",
@@ -201,16 +204,6 @@ def _opaque(
         attrs=attrs,
     )
     return Message(index=index, role="user", blocks=(block,), origin="contents", shape="opaque")
-
-
-def _role_hint(role: Any) -> str:
-    """The fix for the roles other APIs give tool output, which Gemini refuses."""
-    if role not in ("function", "tool"):
-        return ""
-    return (
-        f"Gemini: \"Role '{role}' is not supported. Please use a valid role\" (send "
-        "functionResponse parts in a content with role user)"
-    )
 
 
 def _unpaired(block: AnyBlock) -> bool:

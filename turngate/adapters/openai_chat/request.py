@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, cast
 
-from turngate.adapters.base import RouteInfo, default_trust, merged, remainder
+from turngate.adapters.base import (
+    MODEL_ROLE_HINT,
+    RouteInfo,
+    default_trust,
+    merged,
+    remainder,
+    with_role_hint,
+)
 from turngate.errors import BadRequestBody
 from turngate.graph.codec import arguments_complete
 from turngate.graph.model import (
@@ -39,6 +46,14 @@ from turngate.graph.rules.openai_chat import MAX_ARRAY, name_fits
 API: ApiName = "openai_chat"
 ADAPTER_ID = "openai_chat@1"
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+# The fix for roles other APIs (or older Chat) use, added to their refusal.
+ROLE_HINTS = {
+    "function": (
+        "a role Chat has deprecated: send tool output as a tool message with the call's "
+        "tool_call_id"
+    ),
+    "model": MODEL_ROLE_HINT,
+}
 
 _MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 _CALL_FIELDS = frozenset({"id", "type", "function", "custom"})
@@ -187,7 +202,7 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
             order=order.next(),
             trust="untrusted",
             native_type=f"role:{role_in}",
-            attrs=dict(native),
+            attrs=with_role_hint(dict(native), ROLE_HINTS, role_in),
         )
         return Message(index=index, role="user", blocks=(block,), shape="opaque")
     role = cast(Role, role_in)

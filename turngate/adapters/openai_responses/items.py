@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, cast
 
-from turngate.adapters.base import default_trust, remainder
+from turngate.adapters.base import MODEL_ROLE_HINT, default_trust, remainder, with_role_hint
 from turngate.adapters.openai_chat.request import OrderCounter, split_data_url
 from turngate.graph.model import (
     ITEM_NOTE,
@@ -39,6 +39,13 @@ from turngate.graph.model import (
 
 API: ApiName = "openai_responses"
 MESSAGE_ROLES: frozenset[str] = frozenset({"user", "assistant", "system", "developer"})
+_TOOL_OUTPUT = "send tool output as a function_call_output item with the call's call_id"
+# The fix for roles other APIs use, added to their refusal.
+ROLE_HINTS = {
+    "tool": _TOOL_OUTPUT,
+    "function": _TOOL_OUTPUT,
+    "model": MODEL_ROLE_HINT,
+}
 _TEXT_FIELDS = frozenset({"text"})
 
 # Provider-run (hosted) tool items, kept opaque as ServerToolBlocks. The model emits the
@@ -144,7 +151,8 @@ class ItemParser:
     def _message(self, index: int, item: dict[str, Any]) -> Message:
         role_in = item.get("role")
         if not isinstance(role_in, str) or role_in not in MESSAGE_ROLES:
-            return self._opaque(index, f"role:{role_in}", dict(item))
+            attrs = with_role_hint(dict(item), ROLE_HINTS, role_in)
+            return self._opaque(index, f"role:{role_in}", attrs)
         role = cast(Role, role_in)
         prefix = f"m{index}"
         attrs = remainder(item, frozenset({"role", "content"}))

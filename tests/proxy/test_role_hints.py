@@ -1,0 +1,96 @@
+"""A message under a role another API uses (OpenAI's ``tool`` sent to Anthropic, Gemini's
+``model`` sent to OpenAI) is refused before sending with its API's fix in the message, as
+each official SDK shows it. The Gemini case is tests/proxy/test_field_failures.py's
+``test_inspect_ai_2377_…``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from tests.proxy.conftest import StackFactory
+from tests.proxy.helpers import anthropic_sdk, openai_sdk
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+
+
+def assert_refused(error: Exception, stack: Any, where: str, role: str, fix: str) -> None:
+    message = str(error)
+    assert "unknown_kind" in message, message
+    assert f"role:{role}" in message, message
+    assert where in message, message
+    assert fix in message, message
+    assert stack.upstream.received == []
+
+
+async def test_anthropic_tool_output_under_role_tool_is_told_to_use_tool_result_blocks(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    messages: Any = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}],
+        },
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "18C"},
+    ]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model="claude-sonnet-4-5", max_tokens=64, messages=messages
+            )
+    fix = "send tool output as tool_result blocks (the call's tool_use_id) in a user message"
+    assert_refused(caught.value, stack, "messages[2]", "tool", fix)
+
+
+async def test_chat_turns_under_gemini_role_model_are_told_to_use_assistant(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    messages: Any = [
+        {"role": "user", "content": "Hello"},
+        {"role": "model", "content": "Hi, how can I help?"},
+        {"role": "user", "content": "Weather in Paris?"},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=messages)
+    assert_refused(
+        caught.value, stack, "messages[1]", "model", "the model's turns are role assistant"
+    )
+
+
+async def test_chat_output_under_the_deprecated_function_role_is_told_to_use_a_tool_message(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    messages: Any = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "function", "name": "get_weather", "content": "18C"},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=messages)
+    fix = "send tool output as a tool message with the call's tool_call_id"
+    assert_refused(caught.value, stack, "messages[2]", "function", fix)
+
+
+async def test_responses_tool_output_as_a_tool_message_is_told_to_use_function_call_output(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    items: Any = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input=items)
+    fix = "send tool output as a function_call_output item with the call's call_id"
+    assert_refused(caught.value, stack, "input[2]", "tool", fix)
