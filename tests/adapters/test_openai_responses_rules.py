@@ -341,3 +341,84 @@ def test_a_tool_name_of_128_characters_is_taken() -> None:
     tools = [{"type": "function", "name": "a" * 128}, {"type": "custom", "name": "apply-patch_2"}]
     _seq, verdict = check([{"role": "user", "content": "hi"}], tools=tools)
     assert verdict.ready
+
+
+def custom_call(call_id: str, item_id: str) -> Any:
+    return {
+        "type": "custom_tool_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": "sql",
+        "input": "1",
+    }
+
+
+def answer(item_id: str) -> Any:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "id": item_id,
+        "content": [{"type": "output_text", "text": "Looking it up."}],
+    }
+
+
+def test_item_ids_with_their_types_prefix_are_ready() -> None:
+    """The ids OpenAI gives: msg_ for messages, rs_ for reasoning, fc_ for function calls,
+    ctc_ for custom tool calls. References, outputs and hosted calls carry ids of other
+    shapes (a local_shell_call_output's is its call's), and are not checked."""
+    custom_out = {"type": "custom_tool_call_output", "call_id": "call_c", "output": "1"}
+    items = [
+        USER,
+        reasoning("rs_1"),
+        answer("msg_1"),
+        {**call("call_1"), "id": "fc_1"},
+        {**output("call_1"), "id": "item_1"},
+        custom_call("call_c", "ctc_1"),
+        custom_out,
+        {"type": "item_reference", "id": "anything_1"},
+    ]
+    assert check(items)[1].status == "READY"
+
+
+@pytest.mark.parametrize(
+    ("item", "prefix"),
+    [
+        pytest.param(answer("__fake_id__"), "msg", id="openai-agents #2293"),
+        pytest.param(answer("lc_run-1"), "msg", id="langchain #39113"),
+        pytest.param({**USER, "type": "message", "id": "review_rollout_user"}, "msg", id="user"),
+        pytest.param({**call("call_1"), "id": "call_1"}, "fc", id="call_id as id"),
+        pytest.param({**call("call_1"), "id": "item_A9v0SNfS3V"}, "fc", id="sub2api #3785"),
+        pytest.param(custom_call("call_1", "fc_7d85c66763c8"), "ctc", id="free-claude-code #1826"),
+    ],
+)
+def test_an_item_id_without_its_types_prefix_is_refused_with_openais_words(
+    item: Any, prefix: str
+) -> None:
+    items = [USER, item]
+    if item.get("call_id"):
+        out = "custom_tool_call_output" if item["type"] == "custom_tool_call" else None
+        items.append({"type": out, "call_id": "call_1", "output": "x"} if out else output("call_1"))
+    _seq, verdict = check(items)
+    assert verdict.rules == ["responses_item_id_prefix"]
+    (found,) = verdict.violations
+    assert found.location == "input[1]"
+    assert (
+        f"Invalid 'input[1].id': '{item['id']}'. Expected an ID that begins with '{prefix}'."
+        in (found.message)
+    )
+
+
+def test_reasoning_under_another_items_id_is_refused() -> None:
+    """cockpit-tools #2090: "Invalid 'input[66].id': 'item_…'. Expected an ID that begins
+    with 'rs'." A reasoning item must still be followed by its answer's item."""
+    _seq, verdict = check([USER, reasoning("item_df7e40c3"), answer("msg_1"), USER])
+    assert verdict.rules == ["responses_item_id_prefix"]
+    assert "begins with 'rs'" in verdict.violations[0].message
+
+
+def test_an_empty_item_id_is_refused() -> None:
+    """langchainjs #11044: "Invalid 'input[2].id': ''. Expected an ID that contains letters,
+    numbers, underscores, or dashes"."""
+    _seq, verdict = check([USER, answer(""), USER])
+    assert verdict.rules == ["responses_item_id_prefix"]
+    assert "contains letters, numbers, underscores, or dashes" in verdict.violations[0].message

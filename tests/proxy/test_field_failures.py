@@ -850,6 +850,36 @@ async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
     assert len(stack.upstream.received) == 1
 
 
+async def test_openai_agents_2293_an_item_id_without_its_types_prefix_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """openai/openai-agents-python #2293 (and langchain #39113, codex #33176, nodetool PR
+    #4252): items kept under ids the client made up ('__fake_id__' from a chat-model run, a
+    call's call_id in its id) were sent back to the Responses API, which answered "Expected
+    an ID that begins with 'msg'" (or 'fc') on every later turn. turngate refuses it before
+    sending, naming the item; with the id the answer gave it, or none, it goes up."""
+    stack = await make_stack()
+    kept = {
+        "type": "message",
+        "role": "assistant",
+        "id": "__fake_id__",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Paris is sunny.", "annotations": []}],
+    }
+    question = {"role": "user", "content": "And Rome?"}
+    items: Any = [{"role": "user", "content": "Weather in Paris?"}, kept, question]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input=items)
+    message = refused(stack, caught.value, "responses_item_id_prefix", "input[1]", "__fake_id__")
+    assert "Expected an ID that begins with 'msg'" in message
+    stack.upstream.reply(Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"))
+    items[1] = {key: value for key, value in kept.items() if key != "id"}
+    async with openai_sdk(stack) as client:
+        await client.responses.create(model="gpt-5", input=items)
+    assert len(stack.upstream.received) == 1
+
+
 async def test_claude_code_12009_a_screenshot_labelled_jpeg_is_refused_by_name(
     make_stack: StackFactory,
 ):

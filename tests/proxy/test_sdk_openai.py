@@ -218,6 +218,25 @@ RESPONSES_TABLE = [
         ],
         "responses_duplicate_item",
     ),
+    (
+        "a call's call_id sent as its item id (nodetool PR #4252)",
+        [_user("hi"), {**_call("call_1"), "id": "call_1"}, _output("call_1")],
+        "responses_item_id_prefix",
+    ),
+    (
+        "an answer kept under an id of the client's own (codex #33176)",
+        [
+            _user("hi"),
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": "019f629b-43ee-7a82-acb1-3071dbffbdad",
+                "content": [{"type": "output_text", "text": "Hello."}],
+            },
+            _user("again"),
+        ],
+        "responses_item_id_prefix",
+    ),
 ]
 
 

@@ -30,6 +30,7 @@ CAPABILITIES = Capabilities(
         "responses_reasoning_unbound",
         "responses_output_type_mismatch",
         "responses_duplicate_item",
+        "responses_item_id_prefix",
     ),
     request_rules=("responses_tool_name_pattern",),
     # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and

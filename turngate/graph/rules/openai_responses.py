@@ -17,6 +17,11 @@
 * ``responses_duplicate_item``: two input items carry one ``id`` (a reasoning item, a call
   or a message sent twice); the provider refuses it: "Duplicate item found with id rs_…".
   Outputs are not counted: some name their call by ``id``.
+* ``responses_item_id_prefix``: an input item's ``id`` must begin with its type's prefix
+  (``msg`` for a message, ``rs`` for reasoning, ``fc`` for a function call, ``ctc`` for a
+  custom tool call); the provider refuses any other: "Invalid 'input[3].id': 'call_…'.
+  Expected an ID that begins with 'fc'." Clients that put a call's ``call_id`` in its ``id``,
+  or give messages ids of their own, meet it on every later turn.
 * ``responses_tool_name_pattern`` (code ``responses_name_pattern``, a request rule): a
   function or custom tool declared under a name OpenAI refuses: characters other than
   ``a-z A-Z 0-9 _ -``, as in Chat, or longer than 128 (Chat's limit is 64).
@@ -46,6 +51,7 @@ REASONING_UNBOUND = "responses_reasoning_unbound"
 OUTPUT_TYPE_MISMATCH = "responses_output_type_mismatch"
 DUPLICATE_ITEM = "responses_duplicate_item"
 MISSING_REASONING = "responses_reasoning_missing"
+ID_PREFIX = "responses_item_id_prefix"
 NAME_PATTERN = "responses_name_pattern"
 
 _CALL_TYPES = {"function": "function_call", "custom": "custom_tool_call"}
@@ -169,6 +175,52 @@ def duplicate_items(seq: MessageSequence) -> list[Violation]:
                     item.blocks[0] if item.blocks else None,
                 )
             )
+    return out
+
+
+# What each input item's ``id`` must begin with, by the item's type.
+_ID_PREFIXES = {"message": "msg", "reasoning": "rs", "function_call": "fc"}
+_ID_PREFIXES["custom_tool_call"] = "ctc"
+
+
+def _id_type(item: Message) -> str | None:
+    """The type of an item whose ``id`` OpenAI checks the prefix of; None for the rest."""
+    if item.shape != "item":
+        return "message"
+    block = item.blocks[0]
+    if isinstance(block, ReasoningBlock):
+        return "reasoning"
+    if isinstance(block, ToolCallBlock):
+        return _CALL_TYPES[block.tool_type]
+    return None
+
+
+@rule(ID_PREFIX)
+def item_id_prefixes(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    for item in seq.messages:
+        item_id = _item_id(item) if item.origin == "input" else None
+        item_type = None if item_id is None else _id_type(item)
+        if item_id is None or item_type is None:
+            continue
+        prefix = _ID_PREFIXES[item_type]
+        if item_id.startswith(prefix):
+            continue
+        expected = (
+            f"Expected an ID that begins with '{prefix}'."
+            if item_id
+            else "Expected an ID that contains letters, numbers, underscores, or dashes"
+        )
+        out.append(
+            violation(
+                ID_PREFIX,
+                f"{item_type} item has id {item_id[:64]!r}, which does not begin with "
+                f"'{prefix}'; OpenAI: \"Invalid '{item.location}.id': '{item_id[:64]}'. "
+                f'{expected}" (send the id the answer gave the item, or leave the id out)',
+                item,
+                item.blocks[0] if item.blocks else None,
+            )
+        )
     return out
 
 
