@@ -12,6 +12,7 @@ from turngate.adapters.gemini import ADAPTER, CAPABILITIES
 from turngate.graph.validator import validate
 
 ASK = user(text("weather in Paris and Rome?"))
+IMAGE = {"mimeType": "image/png", "data": "iVBORw0KGgo="}
 
 # (case, request body, verdict status, exact set of rule codes)
 TABLE: list[tuple[str, dict[str, Any], str, set[str]]] = [
@@ -156,6 +157,16 @@ TABLE: list[tuple[str, dict[str, Any], str, set[str]]] = [
         {"gemini_empty_parts"},
     ),
     ("no contents at all", body(), "REJECTED", {"gemini_empty_contents"}),
+    (
+        "a function response whose value is a string (AstrBot PR #7216)",
+        body(
+            ASK,
+            model(call("weather", id="a")),
+            user({"functionResponse": {"name": "weather", "id": "a", "response": "18C"}}),
+        ),
+        "REJECTED",
+        {"gemini_response_object"},
+    ),
     (
         "a system instruction and no contents",
         body(system="Review the last turn."),
@@ -373,3 +384,24 @@ def test_roles_the_api_now_takes_are_read_and_written_back(role: str):
 def test_a_role_the_api_refuses_is_an_unknown_kind(role: str):
     request = body(ASK, {"role": role, "parts": [text("noted")]})
     assert check(request).rules == ["unknown_kind"]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [("18C", "string"), ([{"t": 18}], "array"), (18, "number"), (True, "boolean")],
+)
+def test_a_function_response_value_must_be_an_object(value: Any, kind: str):
+    """Gemini reads ``response`` as a protobuf Struct: anything but an object is refused, in
+    either spelling; an object, or no value with the output in ``parts``, goes up."""
+    for key in ("functionResponse", "function_response"):
+        answer = {key: {"name": "weather", "id": "a", "response": value}}
+        verdict = check(body(ASK, model(call("weather", id="a")), user(answer)))
+        assert verdict.rules == ["gemini_response_object"]
+        assert f"holds a JSON {kind} where Gemini takes an object" in verdict.violations[0].message
+        assert verdict.violations[0].call_id == "a"
+    for answer in (
+        response("weather", id="a"),
+        {"functionResponse": {"name": "weather", "id": "a", "response": None}},
+        {"functionResponse": {"name": "weather", "id": "a", "parts": [{"inlineData": IMAGE}]}},
+    ):
+        assert check(body(ASK, model(call("weather", id="a")), user(answer))).ready

@@ -33,6 +33,19 @@ def digest_of(value: Any) -> str:
     return digest_bytes(canonical_json(value))
 
 
+def json_type(value: object) -> str:
+    """JSON's name for the type of a parsed ``value``: object, array, string, number, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    return "array" if isinstance(value, list) else "string"
+
+
 def arguments_complete(arguments: str) -> bool:
     """True when ``arguments`` is exactly one JSON object.
 

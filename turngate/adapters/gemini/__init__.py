@@ -29,6 +29,7 @@ CAPABILITIES = Capabilities(
         "gemini_thought_signature",
         "gemini_empty_parts",
         "gemini_empty_contents",
+        "gemini_response_object",
     ),
     request_rules=(
         "gemini_stream_candidates",

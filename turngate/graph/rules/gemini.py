@@ -1,6 +1,7 @@
 """Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2), that it holds at
-least one content and none without parts, and what it takes as declared functions (request
-rules): their names (``gemini_tool_name_pattern``) and at most 512 in one ``tools[]`` entry
+least one content and none without parts, that a function response's value is an object,
+and what it takes as declared functions (request rules): their names
+(``gemini_tool_name_pattern``) and at most 512 in one ``tools[]`` entry
 (``gemini_function_count``).
 
 Each mirrors a 400 INVALID_ARGUMENT that Gemini returns, quoted in the message so a user
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from turngate.graph.codec import json_type
 from turngate.graph.model import (
     AnyBlock,
     Message,
@@ -178,6 +180,41 @@ def empty_contents(seq: MessageSequence) -> list[Violation]:
             None,
         )
     ]
+
+
+@rule("gemini_response_object")
+def response_objects(seq: MessageSequence) -> list[Violation]:
+    """A ``functionResponse.response`` that is not a JSON object (a string, a list, a
+    number): Gemini reads it as a ``google.protobuf.Struct`` and refuses anything else."""
+    out: list[Violation] = []
+    for message, block in seq.blocks():
+        if not isinstance(block, ToolResultBlock):
+            continue
+        value = _native_response(block)
+        if value is None:
+            continue
+        out.append(
+            violation(
+                "gemini_response_object",
+                f"function response '{block.name}' holds a JSON {json_type(value)} where "
+                'Gemini takes an object; Gemini: "Invalid value at '
+                "'…function_response.response' (type.googleapis.com/google.protobuf.Struct)\" "
+                '(wrap the output in an object, e.g. {"result": ...})',
+                message,
+                block,
+                call_id=block.call_id or None,
+            )
+        )
+    return out
+
+
+def _native_response(block: ToolResultBlock) -> object:
+    """A response value the adapter did not model (it models an object), as sent."""
+    for key in ("functionResponse", "function_response"):
+        unmodelled = block.attrs.get(key)
+        if isinstance(unmodelled, dict) and unmodelled.get("response") is not None:
+            return unmodelled["response"]
+    return None
 
 
 @rule("gemini_empty_parts")
