@@ -16,8 +16,9 @@ from turngate.adapters.base import (
     with_role_hint,
 )
 from turngate.errors import BadRequestBody
-from turngate.graph.codec import arguments_complete
+from turngate.graph.codec import arguments_complete, json_type
 from turngate.graph.model import (
+    UNKNOWN_HINT,
     AnyBlock,
     ApiName,
     AudioBlock,
@@ -392,9 +393,33 @@ def _parse_call(block_id: str, call: Any, order: OrderCounter) -> AnyBlock:
                 attrs=attrs,
                 tool_type="custom",
             )
+    attrs = dict(call)
+    if kind == "function":
+        attrs[UNKNOWN_HINT] = _malformed_function(function)
     return UnknownBlock(
-        native_type=f"tool_call:{kind}", attrs=dict(call), **_call_placement(block_id, position)
+        native_type=f"tool_call:{kind}", attrs=attrs, **_call_placement(block_id, position)
     )
+
+
+def _malformed_function(function: object) -> str:
+    """What is wrong with a tool call's ``function``, in the words OpenAI's refusal uses."""
+    if not isinstance(function, dict):
+        kind = json_type(function)
+        return f"function must be an object with name and arguments, not a JSON {kind}"
+    name, arguments = function.get("name"), function.get("arguments")
+    if not isinstance(name, str):
+        return f"function.name must be a string, not a JSON {json_type(name)}"
+    if "arguments" not in function:
+        return 'function.arguments is missing (a string of JSON: "{}" for none)'
+    return (
+        f"function.arguments must be a string of JSON, not a JSON {json_type(arguments)}; OpenAI: "
+        f'"expected a string, but got {_article(json_type(arguments))} instead" (send '
+        "json.dumps of the arguments)"
+    )
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def _call_placement(block_id: str, position: int) -> dict[str, Any]:

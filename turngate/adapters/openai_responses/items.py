@@ -14,8 +14,10 @@ from typing import Any, Literal, cast
 
 from turngate.adapters.base import MODEL_ROLE_HINT, default_trust, remainder, with_role_hint
 from turngate.adapters.openai_chat.request import OrderCounter, split_data_url
+from turngate.graph.codec import json_type
 from turngate.graph.model import (
     ITEM_NOTE,
+    UNKNOWN_HINT,
     AnyBlock,
     ApiName,
     AudioBlock,
@@ -244,7 +246,9 @@ class ItemParser:
         data_key = "arguments" if tool_type == "function" else "input"
         name, data, call_id = item.get("name"), item.get(data_key), item.get("call_id")
         if not (isinstance(name, str) and isinstance(data, str)):
-            return self._unknown(prefix, "assistant", f"{kind} (malformed)", item)
+            wrong = ("name", name) if not isinstance(name, str) else (data_key, data)
+            hint = f"{wrong[0]} must be a string, not a JSON {json_type(wrong[1])}"
+            return self._unknown(prefix, "assistant", f"{kind} (malformed)", item, hint)
         modelled = {"name", data_key} | ({"call_id"} if isinstance(call_id, str) else set())
         # Complete when a custom tool's, or one JSON object (new_tool_call checks).
         return new_tool_call(
@@ -260,7 +264,13 @@ class ItemParser:
     def _output(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
         call_id, output, name = item.get("call_id"), item.get("output"), item.get("name")
         if not isinstance(call_id, str) or not isinstance(output, str | list):
-            return self._unknown(prefix, "tool", f"{item['type']} (malformed)", item)
+            hint = (
+                f"call_id must be its call's id, not a JSON {json_type(call_id)}"
+                if not isinstance(call_id, str)
+                else "output must be a string or a list of input parts, not a JSON "
+                f"{json_type(output)}"
+            )
+            return self._unknown(prefix, "tool", f"{item['type']} (malformed)", item, hint)
         block_id = f"{prefix}.b0"
         parts: list[AnyBlock]
         if isinstance(output, str):
@@ -376,10 +386,13 @@ class ItemParser:
     # --- anything else -----------------------------------------------------------------
 
     def _unknown(
-        self, prefix: str, role: Role, native_type: str, attrs: dict[str, Any]
+        self, prefix: str, role: Role, native_type: str, attrs: dict[str, Any], hint: str = ""
     ) -> AnyBlock:
+        noted = dict(attrs)
+        if hint:
+            noted[UNKNOWN_HINT] = hint
         return UnknownBlock(
-            native_type=native_type, attrs=dict(attrs), **self.common(f"{prefix}.b0", role)
+            native_type=native_type, attrs=noted, **self.common(f"{prefix}.b0", role)
         )
 
     def _opaque(self, index: int, native_type: str, attrs: dict[str, Any]) -> Message:

@@ -1,7 +1,7 @@
-"""A message under a role another API uses (OpenAI's ``tool`` sent to Anthropic, Gemini's
-``model`` sent to OpenAI) is refused before sending with its API's fix in the message, as
-each official SDK shows it. The Gemini case is tests/proxy/test_field_failures.py's
-``test_inspect_ai_2377_…``."""
+"""Refusals that say the fix, as each official SDK shows them: a message under a role another
+API uses (OpenAI's ``tool`` sent to Anthropic, Gemini's ``model`` sent to OpenAI), and a
+call or output whose fields have the wrong JSON type (arguments sent as an object). The
+Gemini role case is tests/proxy/test_field_failures.py's ``test_inspect_ai_2377_…``."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from tests.proxy.helpers import anthropic_sdk, openai_sdk
 CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
 
 
-def assert_refused(error: Exception, stack: Any, where: str, role: str, fix: str) -> None:
+def assert_refused(error: Exception, stack: Any, where: str, kind: str, fix: str) -> None:
     message = str(error)
     assert "unknown_kind" in message, message
-    assert f"role:{role}" in message, message
+    assert kind in message, message
     assert where in message, message
     assert fix in message, message
     assert stack.upstream.received == []
@@ -44,7 +44,7 @@ async def test_anthropic_tool_output_under_role_tool_is_told_to_use_tool_result_
                 model="claude-sonnet-4-5", max_tokens=64, messages=messages
             )
     fix = "send tool output as tool_result blocks (the call's tool_use_id) in a user message"
-    assert_refused(caught.value, stack, "messages[2]", "tool", fix)
+    assert_refused(caught.value, stack, "messages[2]", "role:tool", fix)
 
 
 async def test_chat_turns_under_gemini_role_model_are_told_to_use_assistant(
@@ -60,7 +60,7 @@ async def test_chat_turns_under_gemini_role_model_are_told_to_use_assistant(
         with pytest.raises(openai.BadRequestError) as caught:
             await client.chat.completions.create(model="gpt-4o", messages=messages)
     assert_refused(
-        caught.value, stack, "messages[1]", "model", "the model's turns are role assistant"
+        caught.value, stack, "messages[1]", "role:model", "the model's turns are role assistant"
     )
 
 
@@ -77,7 +77,7 @@ async def test_chat_output_under_the_deprecated_function_role_is_told_to_use_a_t
         with pytest.raises(openai.BadRequestError) as caught:
             await client.chat.completions.create(model="gpt-4o", messages=messages)
     fix = "send tool output as a tool message with the call's tool_call_id"
-    assert_refused(caught.value, stack, "messages[2]", "function", fix)
+    assert_refused(caught.value, stack, "messages[2]", "role:function", fix)
 
 
 async def test_responses_tool_output_as_a_tool_message_is_told_to_use_function_call_output(
@@ -93,4 +93,55 @@ async def test_responses_tool_output_as_a_tool_message_is_told_to_use_function_c
         with pytest.raises(openai.BadRequestError) as caught:
             await client.responses.create(model="gpt-5", input=items)
     fix = "send tool output as a function_call_output item with the call's call_id"
-    assert_refused(caught.value, stack, "input[2]", "tool", fix)
+    assert_refused(caught.value, stack, "input[2]", "role:tool", fix)
+
+
+async def test_chat_arguments_sent_as_an_object_are_told_to_send_a_json_string(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    call = {**CALL, "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    messages: Any = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=messages)
+    fix = 'OpenAI: "expected a string, but got an object instead" (send json.dumps'
+    assert_refused(caught.value, stack, "messages[1]", "function.arguments must be a string", fix)
+
+
+@pytest.mark.parametrize(
+    ("item", "where", "fix"),
+    [
+        pytest.param(
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": {}},
+            "input[1]",
+            "arguments must be a string, not a JSON object",
+            id="arguments",
+        ),
+        pytest.param(
+            {"type": "function_call_output", "call_id": "call_1", "output": {"t": 18}},
+            "input[2]",
+            "output must be a string or a list of input parts, not a JSON object",
+            id="output",
+        ),
+    ],
+)
+async def test_responses_items_with_fields_of_the_wrong_type_say_which(
+    make_stack: StackFactory, item: dict[str, Any], where: str, fix: str
+):
+    stack = await make_stack()
+    call = {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "18C"}
+    items: Any = [
+        {"role": "user", "content": "Weather in Paris?"},
+        item if item["type"] == "function_call" else call,
+        item if item["type"] == "function_call_output" else output,
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input=items)
+    assert_refused(caught.value, stack, where, "(malformed)", fix)
