@@ -101,14 +101,15 @@ def scanned_pdf(pages: int, image_bytes: int) -> bytes:
     return b"".join(parts)
 
 
-def png_bytes() -> bytes:
-    """A whole 1x1 PNG, as a screenshot tool writes one."""
+def png_bytes(width: int = 1, height: int = 1) -> bytes:
+    """A whole PNG of ``width`` x ``height`` as its header says (one row of pixels drawn: only
+    the header matters to the rules), as a screenshot tool writes one."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     pixels = zlib.compress(b"\x00\xff\x00\x00")
     return (
         b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")

@@ -709,15 +709,82 @@ def test_an_image_labelled_otherwise_than_its_bytes_names_both():
     assert "the image appears to be a image/png image" in violation.message
 
 
-def test_an_image_over_5_mib_of_base64_is_refused_at_the_byte() -> None:
+def test_an_image_over_10_mib_of_base64_is_refused_at_the_byte() -> None:
     # The limit is on the encoded text (langchain #21654: 4,804,036 bytes, 6,405,384 encoded).
     png = png_bytes()
-    whole = png + bytes(5 * 1024 * 1024 // 4 * 3 - len(png))  # exactly 5 MiB once encoded
+    whole = png + bytes(10 * 1024 * 1024 // 4 * 3 - len(png))  # exactly 10 MiB once encoded
     at_limit = verdict_of(body(user(image("image/png", whole), text("and this?"))))
     assert at_limit.ready
     over = verdict_of(body(user(image("image/png", whole + b"\0"), text("and this?"))))
     assert over.rules == ["anthropic_image_size"]
-    assert "image exceeds 5 MB maximum: 5242884 bytes > 5242880 bytes" in over.violations[0].message
+    words = "image exceeds 10 MB maximum: 10485764 bytes > 10485760 bytes"
+    assert words in over.violations[0].message
+
+
+def test_an_image_between_the_old_5_mib_limit_and_10_mib_is_taken() -> None:
+    """Anthropic took 5 MiB of base64 until mid-2026 and 10 MiB since: a 6.4 MB encoded photo
+    (langchain #21654's) is the provider's to judge, not refused."""
+    photo = png_bytes() + bytes(4_804_036)
+    assert verdict_of(body(user(image("image/png", photo), text("and this?")))).ready
+
+
+def screenshots(count: int, *, large: int | None = None) -> list[dict[str, Any]]:
+    """A computer-use loop's history: ``count`` screenshot tool calls, each answered with a
+    1280x800 PNG, the one at index ``large`` 2560x1440."""
+    messages: list[dict[str, Any]] = [user("Book the flight.")]
+    for n in range(count):
+        size = (2560, 1440) if n == large else (1280, 800)
+        shot = image("image/png", png_bytes(*size))
+        messages.append(assistant(tool_use(f"toolu_{n}", "screenshot")))
+        messages.append(user(tool_result(f"toolu_{n}", [shot])))
+    messages.append(assistant(text("Done.")))
+    messages.append(user("Thanks."))
+    return messages
+
+
+def test_over_20_images_each_must_be_within_2000_pixels() -> None:
+    """claude-code #9375 / #49537, opencode #12068, jcode #381: a 2560x1440 screenshot goes up
+    with 20 images, and fails every later turn once the history holds a 21st."""
+    assert verdict_of(body(*screenshots(20, large=3))).ready
+    verdict = verdict_of(body(*screenshots(21, large=3)))
+    assert verdict.rules == ["anthropic_image_dimensions"]
+    (found,) = verdict.violations
+    assert found.location == "messages[8]"
+    assert found.call_id == "toolu_3"
+    assert "an image in the result of 'toolu_3' is 2560x1440 pixels" in found.message
+    words = "max allowed size for many-image requests: 2000 pixels"
+    assert words in found.message
+    assert "the request holds 21 images" in found.message
+
+
+@pytest.mark.parametrize(
+    ("size", "ready"), [((8000, 8000), True), ((8001, 10), False), ((1440, 8570), False)]
+)
+def test_no_side_over_8000_pixels(size: tuple[int, int], ready: bool) -> None:
+    """oh-my-pi PR #10633: a 1440x8570 full-page capture, refused on every later turn."""
+    request = body(user(image("image/png", png_bytes(*size)), text("what is this?")))
+    verdict = verdict_of(request)
+    assert verdict.ready == ready
+    if not ready:
+        assert verdict.rules == ["anthropic_image_dimensions"]
+        words = "At least one of the image dimensions exceed max allowed size: 8000 pixels"
+        assert words in verdict.violations[0].message
+
+
+def test_url_images_count_toward_the_limits_but_their_size_is_anthropics_to_read() -> None:
+    linked = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    request = body(user(*[linked] * 20, image("image/png", png_bytes(2560, 1440)), text("?")))
+    assert verdict_of(request).rules == ["anthropic_image_dimensions"]
+    assert verdict_of(body(user(*[linked] * 21, text("?")))).ready
+
+
+def test_more_than_100_images_is_too_much_media() -> None:
+    """claude-code #19822: "Too much media: 0 document pages + 102 images > 100"."""
+    assert verdict_of(body(*screenshots(100))).ready
+    verdict = verdict_of(body(*screenshots(102)))
+    assert verdict.rules == ["anthropic_image_count"]
+    assert "Too much media: 0 document pages + 102 images > 100" in verdict.violations[0].message
+    assert verdict.violations[0].call_id == "toolu_100"
 
 
 @pytest.mark.parametrize(

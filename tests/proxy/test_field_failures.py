@@ -925,24 +925,78 @@ async def test_claude_code_12009_a_screenshot_labelled_jpeg_is_refused_by_name(
     assert sent == {"type": "base64", "media_type": "image/png", "data": screenshot}
 
 
-async def test_openclaw_5344_a_photo_over_5_mb_once_encoded_is_refused_by_name(
+async def test_openclaw_5344_a_photo_over_the_limit_once_encoded_is_refused_by_name(
     make_stack: StackFactory,
 ):
-    """openclaw #5344 / PR #9598 (and langchain #21654, lobehub PR #14711): a 4.6 MB photo
-    checked against 5 MB before encoding went up as 6.4 MB of base64; Anthropic answered
-    "image exceeds 5 MB maximum" and, with the photo in the history, every later message
-    failed. turngate refuses it before sending, with the encoded size."""
+    """openclaw #5344 / PR #9598 (and langchain #21654, lobehub PR #14711): a photo checked
+    against the limit before encoding went up over it as base64; Anthropic answered "image
+    exceeds 5 MB maximum" (10 MB since mid-2026) and, with the photo in the history, every
+    later message failed. turngate refuses it before sending, with the encoded size; a photo
+    over the old limit and under the new one goes up."""
     stack = await make_stack()
-    photo = png_bytes() + bytes(4_600_000)
-    shot = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(photo).decode()}
-    content = [{"type": "image", "source": shot}, {"type": "text", "text": "What is this?"}]
+
+    def photo_message(raw: int) -> list[Any]:
+        data = base64.b64encode(png_bytes() + bytes(raw)).decode()
+        shot = {"type": "base64", "media_type": "image/png", "data": data}
+        content = [{"type": "image", "source": shot}, {"type": "text", "text": "What is this?"}]
+        return [{"role": "user", "content": content}]
+
     async with anthropic_sdk(stack) as client:
         with pytest.raises(anthropic.BadRequestError) as caught:
             await client.messages.create(
-                model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": content}]
+                model=CLAUDE, max_tokens=64, messages=photo_message(8_000_000)
             )
     message = refused(stack, caught.value, "anthropic_image_size", "messages[0]")
-    assert "image exceeds 5 MB maximum: 6133428 bytes > 5242880 bytes" in message
+    assert "image exceeds 10 MB maximum: 10666760 bytes > 10485760 bytes" in message
+    stack.upstream.reply(claude_answer("A photo."))
+    async with anthropic_sdk(stack) as client:
+        await client.messages.create(model=CLAUDE, max_tokens=64, messages=photo_message(4_600_000))
+    assert len(stack.upstream.received) == 1
+
+
+async def test_claude_code_9375_a_large_screenshot_in_a_21_image_history_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """anthropics/claude-code #9375 / #49537 (and opencode #12068, jcode #381): a computer-use
+    loop's screenshots pile up in the history; once it holds a 21st image, Anthropic answers
+    "At least one of the image dimensions exceed max allowed size for many-image requests:
+    2000 pixels" for an earlier 2560x1440 one, on every later turn. turngate refuses it before
+    sending, naming the call whose result holds it and the count."""
+    stack = await make_stack()
+    messages: list[Any] = [{"role": "user", "content": "Book the flight."}]
+    for n in range(21):
+        size = (2560, 1440) if n == 4 else (1280, 800)
+        data = base64.b64encode(png_bytes(*size)).decode()
+        shot = {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": data},
+        }
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"toolu_{n}", "name": "screenshot", "input": {}}
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": [shot]}
+                ],
+            }
+        )
+    tools: Any = [{"name": "screenshot", "input_schema": {"type": "object"}}]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=64, tools=tools, messages=messages
+            )
+    message = refused(stack, caught.value, "anthropic_image_dimensions", "messages[10]", "toolu_4")
+    assert "2560x1440 pixels" in message
+    assert "max allowed size for many-image requests: 2000 pixels" in message
+    assert "the request holds 21 images" in message
 
 
 async def gemini_refusal(stack: Stack, tools: list[genai_types.Tool]) -> Exception:

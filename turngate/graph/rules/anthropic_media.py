@@ -9,10 +9,22 @@ screenshot ``image/jpeg`` puts such an image in the history, and every later req
 conversation is refused until it is edited out (claude-code #11918 / #12009, llxprt-code
 #2130). Bytes of no format turngate knows are left to the provider.
 
-``anthropic_image_size``: the base64 text is at most 5 MiB ("image exceeds 5 MB maximum:
-6405384 bytes > 5242880 bytes"): the limit is on the encoded text, so a 4.6 MB photo is over
-it once encoded, and, once in the history, fails every later request (openclaw PR #9598,
-lobehub PR #14711, langchain #21654).
+``anthropic_image_size``: the base64 text is at most 10 MiB. The limit is on the encoded
+text, so a photo under it is over it once encoded, and, once in the history, fails every
+later request (openclaw PR #9598, lobehub PR #14711, langchain #21654). It was 5 MiB ("image
+exceeds 5 MB maximum: 6405384 bytes > 5242880 bytes") until mid-2026; since, agents size
+images against 10,485,760 characters (kolega-code PR #354, oh-my-pi PR #10633). The larger
+limit is checked: an image between the two is left to Anthropic, not refused by turngate.
+
+``anthropic_image_dimensions``: no side over 8000 pixels, and none over 2000 when the request
+holds more than 20 images ("At least one of the image dimensions exceed max allowed size for
+many-image requests: 2000 pixels"): a computer-use or coding agent's screenshots pile up in
+the history until the 21st makes every earlier 2560x1440 one fail, on every later turn
+(claude-code #9375 / #49537, opencode #12068, jcode #381). Read from each image's header.
+
+``anthropic_image_count``: at most 100 images in a request ("Too much media: 0 document
+pages + 102 images > 100", claude-code #19822). Document pages count too; they are left to
+Anthropic.
 """
 
 from __future__ import annotations
@@ -20,15 +32,22 @@ from __future__ import annotations
 import binascii
 from base64 import b64decode
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from turngate.graph.image_header import image_dimensions
 from turngate.graph.model import ImageBlock, Message, MessageSequence, ToolResultBlock
 from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
 IMAGE_MEDIA_TYPE = "anthropic_image_media_type"
 IMAGE_SIZE = "anthropic_image_size"
+IMAGE_DIMENSIONS = "anthropic_image_dimensions"
+IMAGE_COUNT = "anthropic_image_count"
 # Anthropic's limit on one image's base64 text, in characters.
-MAX_IMAGE_BASE64 = 5 * 1024 * 1024
+MAX_IMAGE_BASE64 = 10 * 1024 * 1024
+# The longest side an image may have; over MANY_IMAGES images in a request, MANY_IMAGE_SIDE.
+MAX_SIDE, MANY_IMAGE_SIDE, MANY_IMAGES = 8000, 2000, 20
+MAX_IMAGES = 100
 MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _TAKEN = "Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
 # Base64 characters enough for the 12 bytes a WebP file opens with.
@@ -52,39 +71,91 @@ def image_format(data: str) -> str | None:
     return None
 
 
-def _images(seq: MessageSequence) -> Iterator[tuple[Message, ImageBlock, str]]:
-    """Each base64 image with where it sits: a message's own, or a tool result's."""
+@dataclass(frozen=True)
+class _Placed:
+    """An image, the message it sits in, and the call whose result holds it, if any."""
+
+    message: Message
+    image: ImageBlock
+    call_id: str | None = None
+
+    @property
+    def where(self) -> str:
+        return "an image" if self.call_id is None else f"an image in the result of '{self.call_id}'"
+
+    def violation(self, rule: str, problem: str) -> Violation:
+        text = f"{self.where} {problem}"
+        return violation(rule, text, self.message, self.image, call_id=self.call_id)
+
+
+def _images(seq: MessageSequence) -> Iterator[_Placed]:
+    """Each image with where it sits: a message's own, or a tool result's."""
     for message in seq.messages:
         for block in message.blocks:
-            if isinstance(block, ImageBlock) and block.source == "base64":
-                yield message, block, "an image"
+            if isinstance(block, ImageBlock):
+                yield _Placed(message, block)
             elif isinstance(block, ToolResultBlock):
                 for part in block.content:
-                    if isinstance(part, ImageBlock) and part.source == "base64":
-                        yield message, part, f"an image in the result of '{block.call_id}'"
+                    if isinstance(part, ImageBlock):
+                        yield _Placed(message, part, block.call_id)
 
 
 @rule("anthropic_images")
 def image_problems(seq: MessageSequence) -> list[Violation]:
-    """Both rules in one walk over the blocks: most requests hold no image at all."""
+    """The rules in one walk over the blocks: most requests hold no image at all."""
+    images = list(_images(seq))
     out: list[Violation] = []
-    for message, image, where in _images(seq):
+    if len(images) > MAX_IMAGES:
+        out.append(
+            violation(
+                IMAGE_COUNT,
+                f'the request holds {len(images)} images; Anthropic: "Too much media: 0 '
+                f'document pages + {len(images)} images > {MAX_IMAGES}" (drop the oldest '
+                "images from the history)",
+                images[MAX_IMAGES].message,
+                images[MAX_IMAGES].image,
+                call_id=images[MAX_IMAGES].call_id,
+            )
+        )
+    side = MANY_IMAGE_SIDE if len(images) > MANY_IMAGES else MAX_SIDE
+    for placed in images:
+        image = placed.image
+        if image.source != "base64":
+            continue
         problem = _label_problem(image)
         if problem is not None:
-            out.append(violation(IMAGE_MEDIA_TYPE, f"{where} {problem}", message, image))
+            out.append(placed.violation(IMAGE_MEDIA_TYPE, problem))
         if len(image.data) > MAX_IMAGE_BASE64:
             out.append(
-                violation(
+                placed.violation(
                     IMAGE_SIZE,
-                    f'{where} is {len(image.data):,} characters of base64; Anthropic: "image '
-                    f"exceeds 5 MB maximum: {len(image.data)} bytes > {MAX_IMAGE_BASE64} "
-                    'bytes" (the limit is on the encoded text: resize or re-encode the image '
-                    "to under 3.75 MB first)",
-                    message,
-                    image,
+                    f'is {len(image.data):,} characters of base64; Anthropic: "image exceeds '
+                    f'10 MB maximum: {len(image.data)} bytes > {MAX_IMAGE_BASE64} bytes" (the '
+                    "limit is on the encoded text: resize or re-encode the image to under "
+                    "7.5 MB first)",
                 )
             )
+        dimensions = image_dimensions(image.data)
+        if dimensions is not None and max(dimensions) > side:
+            problem = _too_large(dimensions, side, len(images))
+            out.append(placed.violation(IMAGE_DIMENSIONS, problem))
     return out
+
+
+def _too_large(dimensions: tuple[int, int], side: int, count: int) -> str:
+    width, height = dimensions
+    if side == MAX_SIDE:
+        limit, fix = f"max allowed size: {side} pixels", "resize it"
+    else:
+        limit = f"max allowed size for many-image requests: {side} pixels"
+        fix = (
+            f"the request holds {count} images, and over {MANY_IMAGES} each side must be "
+            f"within {side}: resize it, or send fewer images"
+        )
+    return (
+        f'is {width}x{height} pixels; Anthropic: "At least one of the image dimensions exceed '
+        f'{limit}" ({fix})'
+    )
 
 
 def _label_problem(image: ImageBlock) -> str | None:
