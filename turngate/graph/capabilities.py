@@ -32,8 +32,9 @@ class Capabilities:
     merges_runs: bool = False
     max_call_id_length: int | None = None
     call_id_pattern: str | None = None
-    # A call id may not be used again by a later turn (Anthropic's tool_use ids), though the
-    # source API allowed it (a Gemini history's synthesized ids, a backend's ``call_0``).
+    # A call id may not be used again by a later turn (Anthropic's tool_use ids): the
+    # validator refuses it (duplicate_call_id), and a foreign graph rendered here gets fresh
+    # ids where its source allowed it (a Gemini history's synthesized ids, a backend's call_0).
     call_ids_unique: bool = False
     # Names of API-specific rules (graph/rules) the validator also runs.
     extra_rules: tuple[str, ...] = ()

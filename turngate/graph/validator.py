@@ -120,8 +120,10 @@ def validate(
     findings: list[Violation] = []
     reused_ids: list[Violation] = []
     scan = role_forgery != "allow"
-    # Call ids seen in the current turn (a run of assistant messages).
+    # Call ids seen in the current turn (a run of assistant messages), and, where the API
+    # takes each id once per request, the message each id was first used in.
     turn_ids: set[str] = set()
+    first_use: dict[str, Message] | None = {} if caps.call_ids_unique else None
     previous_role: str | None = None
     # One walk for the per-block checks, the forgery scan and the call-id check; each
     # keeps its own list so violations come out in the same order as separate passes.
@@ -155,6 +157,10 @@ def validate(
             if isinstance(block, ToolCallBlock) and block.call_id:
                 if block.call_id in turn_ids:
                     reused_ids.append(_duplicate_call_id(message, block))
+                elif first_use is not None:
+                    first = first_use.setdefault(block.call_id, message)
+                    if first is not message:
+                        reused_ids.append(_reused_call_id(message, block, first))
                 turn_ids.add(block.call_id)
     found.extend(reused_ids)
     found.extend(_Placement(seq, caps).run())
@@ -189,8 +195,10 @@ def _outline_ready(outline: SequenceOutline, caps: Capabilities, *, scan: bool) 
     outlined block carries its role's default trust (graph/outline.py), so system and
     developer text is trusted and everything else is scanned.
     """
-    if caps.result_window != "tool_messages" or (
-        caps.extra_rules and not caps.outline_clears_extra_rules
+    if (
+        caps.result_window != "tool_messages"
+        or caps.call_ids_unique
+        or (caps.extra_rules and not caps.outline_clears_extra_rules)
     ):
         return False
     max_length, pattern = caps.max_call_id_length, caps.call_id_pattern
@@ -357,6 +365,20 @@ def _duplicate_call_id(message: Message, block: ToolCallBlock) -> Violation:
     return violation(
         DUPLICATE_CALL_ID,
         f"tool call id '{block.call_id}' is used twice in one turn",
+        message,
+        block,
+    )
+
+
+def _reused_call_id(message: Message, block: ToolCallBlock, first: Message) -> Violation:
+    """Where the API takes each call id once per request (``call_ids_unique``: Anthropic's
+    tool_use ids), a later turn may not call an id again: a backend that numbers calls per
+    turn (``call_0`` every time) breaks the second turn."""
+    return violation(
+        DUPLICATE_CALL_ID,
+        f"tool call id '{block.call_id}' was used by an earlier turn ({first.location}); call "
+        'ids must be unique across the request (Anthropic: "`tool_use` ids must be unique"): '
+        "give each call its own id",
         message,
         block,
     )

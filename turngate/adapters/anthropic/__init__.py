@@ -29,7 +29,6 @@ CAPABILITIES = Capabilities(
         "anthropic_prefill_unsupported",
         "anthropic_server_tool_result",
         "anthropic_server_tool_id",
-        "anthropic_call_ids_unique",
         "anthropic_thinking_first",
         "anthropic_thinking_signature",
         "anthropic_thinking_disabled",

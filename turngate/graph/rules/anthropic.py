@@ -19,8 +19,6 @@ merged as the API merges them). These rules add what only Anthropic enforces:
                                    and no turn the conversation moved on from leaves a
                                    ``server_tool_use`` without its result
     anthropic_server_tool_id       (code ``invalid_call_id``) server tool ids match ``srvtoolu_…``
-    anthropic_call_ids_unique      (code ``duplicate_call_id``) no tool_use id is used again in a
-                                   later turn (the validator reports a repeat within one turn)
     anthropic_thinking_first       thinking enabled: an open tool loop's assistant turn starts with
                                    thinking or redacted_thinking
     anthropic_thinking_signature   thinking on: a thinking block before a tool_use has a signature
@@ -54,7 +52,6 @@ from turngate.graph.model import (
 )
 from turngate.graph.rules import rule
 from turngate.graph.validator import (
-    DUPLICATE_CALL_ID,
     INVALID_CALL_ID,
     Violation,
     violation,
@@ -65,7 +62,6 @@ EMPTY_CONTENT = "anthropic_empty_content"
 PREFILL_WHITESPACE = "anthropic_prefill_whitespace"
 SERVER_TOOL_RESULT = "anthropic_server_tool_result"
 SERVER_TOOL_ID = "anthropic_server_tool_id"
-CALL_IDS_UNIQUE = "anthropic_call_ids_unique"
 PREFILL_UNSUPPORTED = "anthropic_prefill_unsupported"
 THINKING_FIRST = "anthropic_thinking_first"
 THINKING_SIGNATURE = "anthropic_thinking_signature"
@@ -561,36 +557,4 @@ def thinking_order(seq: MessageSequence) -> list[Violation]:
                 first,
             )
         )
-    return out
-
-
-@rule(CALL_IDS_UNIQUE)
-def call_ids_unique(seq: MessageSequence) -> list[Violation]:
-    """A tool_use id is unique across the whole request, not only within its turn: a
-    backend that numbers calls per turn (``call_0`` every time) breaks the second turn."""
-    out: list[Violation] = []
-    first_at: dict[str, Message] = {}
-    turn: set[str] = set()
-    previous_role: str | None = None
-    for message in _conversation(seq):
-        if message.role != "assistant" or previous_role != "assistant":
-            turn = set()
-        previous_role = message.role
-        for block in message.blocks:
-            if not isinstance(block, ToolCallBlock) or not block.call_id:
-                continue
-            # A repeat within this turn is the validator's (duplicate_call_id in one turn).
-            first = first_at.setdefault(block.call_id, message)
-            if block.call_id not in turn and first is not message:
-                out.append(
-                    violation(
-                        DUPLICATE_CALL_ID,
-                        f"tool_use id '{block.call_id}' was used by an earlier turn "
-                        f'({first.location}); Anthropic: "`tool_use` ids must be unique" '
-                        "across the request (give each call its own id)",
-                        message,
-                        block,
-                    )
-                )
-            turn.add(block.call_id)
     return out
