@@ -179,15 +179,20 @@ def duplicate_items(seq: MessageSequence) -> list[Violation]:
 
 
 # What each input item's ``id`` must begin with, by the item's type.
-_ID_PREFIXES = {"message": "msg", "reasoning": "rs", "function_call": "fc"}
-_ID_PREFIXES["custom_tool_call"] = "ctc"
+_ID_PREFIXES = {
+    "message": "msg",
+    "reasoning": "rs",
+    "function_call": "fc",
+    "custom_tool_call": "ctc",
+}
 
 
 def _id_type(item: Message) -> str | None:
-    """The type of an item whose ``id`` OpenAI checks the prefix of; None for the rest."""
+    """The type of an item whose ``id`` OpenAI checks the prefix of; None for the rest (an
+    output, whose message the adapter shapes as its text or parts, a hosted call)."""
+    block = item.blocks[0] if item.blocks else None
     if item.shape != "item":
-        return "message"
-    block = item.blocks[0]
+        return None if isinstance(block, ToolResultBlock) else "message"
     if isinstance(block, ReasoningBlock):
         return "reasoning"
     if isinstance(block, ToolCallBlock):
