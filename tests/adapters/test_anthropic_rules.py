@@ -3,6 +3,7 @@ each case asserts its exact rule code; each rule also has a valid neighbour it m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from tests.adapters.anthropic_builders import (
 from turngate.adapters import get_adapter
 from turngate.adapters.anthropic import ADAPTER, CAPABILITIES
 from turngate.errors import UnsupportedInTarget
+from turngate.graph.rules.anthropic_thinking import modified_thinking, signed_thinking
 from turngate.graph.validator import validate
 
 CACHED = {"type": "ephemeral"}
@@ -802,3 +804,44 @@ def test_anthropics_own_result_blocks_are_carried_not_refused(found: dict[str, A
     # Another API has no such block: refused, not dropped.
     with pytest.raises(UnsupportedInTarget, match="compression block"):
         get_adapter("openai_chat").render_request(seq)
+
+
+def relayed_memory(*turns: dict[str, Any]) -> Callable[[str], Any]:
+    """What the proxy remembers of assistant ``turns`` it relayed (proxy/replies.py)."""
+    kept = {
+        key: text
+        for turn in turns
+        for key, text in signed_thinking(parse(body(user("q"), turn)).messages[1].blocks)
+    }
+    return kept.get
+
+
+def test_thinking_sent_back_changed_is_found_only_in_the_latest_assistant_message():
+    relayed = assistant(thinking("Look the weather up.", "sig-1"), tool_use("toolu_1"))
+    later = assistant(thinking("Now Rome.", "sig-2"), tool_use("toolu_2"))
+    memory = relayed_memory(relayed, later)
+    same = body(user("q"), relayed, user(tool_result("toolu_1")))
+    assert modified_thinking(parse(same), memory) == []
+    trimmed = assistant(thinking("Look the weather up. ", "sig-1"), tool_use("toolu_1"))
+    (found,) = modified_thinking(
+        parse(body(user("q"), trimmed, user(tool_result("toolu_1")))), memory
+    )
+    assert found.rule == "anthropic_thinking_modified"
+    assert (found.location, found.block_id) == ("messages[1]", "m1.b0")
+    assert "(21 characters sent, 20 relayed)" in found.message
+    swapped = assistant(thinking("Look the weather UP.", "sig-1"), tool_use("toolu_1"))
+    (found,) = modified_thinking(
+        parse(body(user("q"), swapped, user(tool_result("toolu_1")))), memory
+    )
+    assert "(the same 20 characters, changed)" in found.message
+    # An earlier assistant message is Anthropic's to strip, not the latest: not checked.
+    history = body(
+        user("q"), trimmed, user(tool_result("toolu_1")), later, user(tool_result("toolu_2"))
+    )
+    assert modified_thinking(parse(history), memory) == []
+
+
+def test_thinking_turngate_never_relayed_is_left_to_anthropic():
+    unknown = assistant(thinking("Mine.", "sig-9"), tool_use("toolu_1"))
+    request = parse(body(user("q"), unknown, user(tool_result("toolu_1"))))
+    assert modified_thinking(request, relayed_memory()) == []

@@ -57,6 +57,15 @@ def refused(stack: Stack, error: Exception, rule: str, *names: str) -> str:
     return message
 
 
+def refused_after(stack: Stack, error: Exception, rule: str, *, sent: int) -> str:
+    """The refusal's message, checked: it names ``rule``, and the provider received only the
+    ``sent`` requests before it."""
+    message = str(error)
+    assert rule in message, message
+    assert len(stack.upstream.received) == sent, "a refused request reached the provider"
+    return message
+
+
 def claude_call(call_id: str, city: str) -> dict[str, Any]:
     return {"type": "tool_use", "id": call_id, "name": "get_weather", "input": {"city": city}}
 
@@ -923,6 +932,50 @@ async def test_claude_code_12009_a_screenshot_labelled_jpeg_is_refused_by_name(
     (received,) = stack.upstream.received
     sent = received.json()["messages"][2]["content"][0]["content"][0]["source"]
     assert sent == {"type": "base64", "media_type": "image/png", "data": screenshot}
+
+
+async def test_claude_code_19539_thinking_changed_since_the_answer_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """anthropics/claude-code #19539 / #63203 / #63404 (and llxprt-code #1653, atomic #1318):
+    the client sent the latest assistant turn back with its thinking re-joined or trimmed;
+    Anthropic answered "`thinking` or `redacted_thinking` blocks in the latest assistant
+    message cannot be modified", on every retry. turngate remembers each signed block it
+    relayed and refuses the changed one before sending, naming it; sent back as streamed,
+    the turn goes up."""
+    stack = await make_stack()
+    stack.upstream.reply(Reply.fixture("anthropic/lla-thinking-then-tool-use.sse"))
+    tools: Any = [{"name": "fixed_version", "input_schema": {"type": "object"}}]
+    ask: Any = {"role": "user", "content": "Which version is fixed? Then joke about it."}
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    common: Any = {"model": CLAUDE, "max_tokens": 2048, "tools": tools, "thinking": thinking}
+    async with anthropic_sdk(stack) as client:
+        async with client.messages.stream(**common, messages=[ask]) as stream:
+            answer = await stream.get_final_message()
+        turn = [block.model_dump(exclude_none=True) for block in answer.content]
+        call = next(block for block in turn if block["type"] == "tool_use")
+        result = {"type": "tool_result", "tool_use_id": call["id"], "content": "4.2.1"}
+        edited = [
+            {**block, "thinking": block["thinking"].strip().replace("\n", " ")}
+            if block["type"] == "thinking"
+            else block
+            for block in turn
+        ]
+        history = [ask, {"role": "assistant", "content": edited}]
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                **common, messages=[*history, {"role": "user", "content": [result]}]
+            )
+        message = refused_after(stack, caught.value, "anthropic_thinking_modified", sent=1)
+        assert "messages[1]" in message
+        assert "carries the signature of a block turngate relayed, but not its text" in message
+        assert "blocks in the latest assistant message cannot be modified" in message
+        stack.upstream.reply(claude_answer("4.2.1: a fix so small it needs glasses."))
+        history = [ask, {"role": "assistant", "content": turn}]
+        await client.messages.create(
+            **common, messages=[*history, {"role": "user", "content": [result]}]
+        )
+    assert len(stack.upstream.received) == 2
 
 
 async def test_openclaw_5344_a_photo_over_the_limit_once_encoded_is_refused_by_name(

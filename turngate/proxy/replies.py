@@ -9,6 +9,10 @@ provider holds it. Two things of that reply still decide whether the request may
 - **the reasoning its items came with** (Responses): an item the provider stored right after
   a reasoning item must go back with it when the next request sends it by id, or the
   provider refuses the request; turngate refuses it first (``responses_reasoning_missing``).
+- **the thinking its turns were signed with** (Anthropic): the latest assistant message's
+  thinking blocks go back as the answer gave them, or the provider refuses the request;
+  turngate refuses it first (``anthropic_thinking_modified``), from each relayed block's
+  text print kept under its signature.
 - **a thread's toolset**: a continue carries neither ``system`` nor ``tools`` (the server
   keeps those the thread was created with, and the SDK refuses a continue that would change
   them), so its answer's calls are checked against the toolset the request that produced
@@ -35,6 +39,7 @@ from turngate.adapters.anthropic.request import thread_anchor
 from turngate.errors import SequenceRejected, TurngateError
 from turngate.graph.chained import OpenCall, open_calls, unanswered
 from turngate.graph.model import ApiName, MessageSequence
+from turngate.graph.rules.anthropic_thinking import Print, modified_thinking, signed_thinking
 from turngate.graph.rules.openai_responses import (
     missing_reasoning,
     reasoning_bindings,
@@ -99,6 +104,8 @@ class Replies:
         self.toolsets: ReplyMemory[dict[str, Any]] = ReplyMemory(size)
         # Output item id -> the reasoning item right before it, "" for none (Responses).
         self.reasoning: ReplyMemory[str] = ReplyMemory(size)
+        # A signed thinking block's signature key -> its text's print (Anthropic).
+        self.thinking: ReplyMemory[Print] = ReplyMemory(size)
 
     def committed(self, api: str, turn: AssistantTurn, credential: str | None) -> None:
         """``turn`` is a committed answer: a request chained to it must answer its calls,
@@ -108,6 +115,9 @@ class Replies:
             for block in turn.blocks:
                 if isinstance(item := block.attrs.get("id"), str):
                     self.reasoning.put(_key(credential, item), bound.get(item, ""))
+        elif api == "anthropic":
+            for signature, text in signed_thinking(turn.blocks):
+                self.thinking.put(_key(credential, signature), text)
         if turn.handle is None or api not in CHAINED_APIS:
             return
         # A reply without calls too: the next request chained to it then needs no lookup.
@@ -129,11 +139,20 @@ class Replies:
         return True
 
     def refuse_unbound_items(self, seq: MessageSequence, credential: str | None) -> None:
-        """Raise ``SequenceRejected`` (``responses_reasoning_missing``) when ``seq`` sends
-        back an item of a remembered answer without the reasoning item it came with."""
-        if seq.api != "openai_responses":
+        """Raise ``SequenceRejected`` when ``seq`` sends back a remembered answer's reasoning
+        other than it came: an item without the reasoning item it came with
+        (``responses_reasoning_missing``), or signed thinking with other text
+        (``anthropic_thinking_modified``)."""
+        if seq.api == "openai_responses":
+            violations = missing_reasoning(
+                seq, lambda item: self.reasoning.get(_key(credential, item))
+            )
+        elif seq.api == "anthropic":
+            violations = modified_thinking(
+                seq, lambda signature: self.thinking.get(_key(credential, signature))
+            )
+        else:
             return
-        violations = missing_reasoning(seq, lambda item: self.reasoning.get(_key(credential, item)))
         if violations:
             raise SequenceRejected(violations)
 
