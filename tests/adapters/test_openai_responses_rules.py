@@ -422,3 +422,24 @@ def test_an_empty_item_id_is_refused() -> None:
     _seq, verdict = check([USER, answer(""), USER])
     assert verdict.rules == ["responses_item_id_prefix"]
     assert "contains letters, numbers, underscores, or dashes" in verdict.violations[0].message
+
+
+def test_with_store_false_an_item_known_only_by_its_id_is_refused() -> None:
+    """opencode #7724, vercel/ai #7543, oh-my-pi #41: "Item with id 'rs_…' not found. Items
+    are not persisted when `store` is set to false." A reasoning item with its encrypted
+    content, and the same items with store left on, go up."""
+    bare = {k: v for k, v in reasoning("rs_1").items() if k != "encrypted_content"}
+    step = [{**call("call_1"), "id": "fc_1"}, output("call_1")]
+    _seq, verdict = check([USER, bare, *step], store=False)
+    assert verdict.rules == ["responses_item_not_stored"]
+    (found,) = verdict.violations
+    assert found.location == "input[1]"
+    assert "Item with id 'rs_1' not found. Items are not persisted" in found.message
+    assert "encrypted_content" in found.message
+    assert check([USER, reasoning("rs_1"), *step], store=False)[1].ready
+    assert check([USER, bare, *step])[1].ready
+    assert check([USER, bare, *step], store=True)[1].ready
+    reference = {"type": "item_reference", "id": "msg_9"}
+    _seq, verdict = check([USER, reference, USER], store=False)
+    assert verdict.rules == ["responses_item_not_stored"]
+    assert "leave the reference out" in verdict.violations[0].message

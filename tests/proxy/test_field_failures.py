@@ -889,6 +889,37 @@ async def test_openai_agents_2293_an_item_id_without_its_types_prefix_is_refused
     assert len(stack.upstream.received) == 1
 
 
+async def test_opencode_7724_reasoning_without_its_content_under_store_false_is_refused(
+    make_stack: StackFactory,
+):
+    """anomalyco/opencode #7724 (and vercel/ai #7543, oh-my-pi #41): an agent running with
+    store: false sent the model's reasoning back by id without its encrypted content; OpenAI
+    answered "Item with id 'rs_…' not found. Items are not persisted when `store` is set to
+    false" on the turn after every think. turngate refuses it before sending, naming the
+    item; with its encrypted content, it goes up."""
+    stack = await make_stack()
+    reasoning = {"type": "reasoning", "id": "rs_04962823ecde", "summary": []}
+    call = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city": "Paris"}',
+    }
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "18C"}
+    items: Any = [{"role": "user", "content": "Weather in Paris?"}, reasoning, call, output]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input=items, store=False)
+    message = refused(stack, caught.value, "responses_item_not_stored", "input[1]")
+    assert "Item with id 'rs_04962823ecde' not found. Items are not persisted" in message
+    stack.upstream.reply(Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"))
+    items[1] = {**reasoning, "encrypted_content": "gAAAAB-opaque=="}
+    async with openai_sdk(stack) as client:
+        await client.responses.create(model="gpt-5", input=items, store=False)
+    assert len(stack.upstream.received) == 1
+
+
 async def test_claude_code_12009_a_screenshot_labelled_jpeg_is_refused_by_name(
     make_stack: StackFactory,
 ):

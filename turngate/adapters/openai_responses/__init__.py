@@ -31,6 +31,7 @@ CAPABILITIES = Capabilities(
         "responses_output_type_mismatch",
         "responses_duplicate_item",
         "responses_item_id_prefix",
+        "responses_item_not_stored",
     ),
     request_rules=("responses_tool_name_pattern",),
     # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and

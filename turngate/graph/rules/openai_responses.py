@@ -22,6 +22,11 @@
   custom tool call); the provider refuses any other: "Invalid 'input[3].id': 'call_…'.
   Expected an ID that begins with 'fc'." Clients that put a call's ``call_id`` in its ``id``,
   or give messages ids of their own, meet it on every later turn.
+* ``responses_item_not_stored``: with ``store: false`` the provider looks no item up by its
+  id, so a reasoning item sent back without its ``encrypted_content``, or an
+  ``item_reference``, names something it cannot find: "Item with id 'rs_…' not found. Items
+  are not persisted when `store` is set to false." (a 404). Agents that run with ``store:
+  false`` and drop the encrypted reasoning meet it on the turn after the model thinks.
 * ``responses_tool_name_pattern`` (code ``responses_name_pattern``, a request rule): a
   function or custom tool declared under a name OpenAI refuses: characters other than
   ``a-z A-Z 0-9 _ -``, as in Chat, or longer than 128 (Chat's limit is 64).
@@ -32,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from turngate.graph.model import (
+    ITEM_NOTE,
     AnyBlock,
     CompressionBlock,
     Message,
@@ -52,6 +58,7 @@ OUTPUT_TYPE_MISMATCH = "responses_output_type_mismatch"
 DUPLICATE_ITEM = "responses_duplicate_item"
 MISSING_REASONING = "responses_reasoning_missing"
 ID_PREFIX = "responses_item_id_prefix"
+NOT_STORED = "responses_item_not_stored"
 NAME_PATTERN = "responses_name_pattern"
 
 _CALL_TYPES = {"function": "function_call", "custom": "custom_tool_call"}
@@ -224,6 +231,43 @@ def item_id_prefixes(seq: MessageSequence) -> list[Violation]:
                 f'{expected}" (send the id the answer gave the item, or leave the id out)',
                 item,
                 item.blocks[0] if item.blocks else None,
+            )
+        )
+    return out
+
+
+_REASONING_FIX = (
+    "send it with its encrypted_content, asked for with include: "
+    "['reasoning.encrypted_content'], or leave it out"
+)
+_REFERENCE_FIX = "send the item itself, or leave the reference out"
+
+
+@rule(NOT_STORED)
+def items_not_stored(seq: MessageSequence) -> list[Violation]:
+    if seq.envelope.get("store") is not False:
+        return []
+    out: list[Violation] = []
+    for item in seq.messages:
+        if item.origin != "input" or item.shape != "item":
+            continue
+        block = item.blocks[0]
+        if isinstance(block, ReasoningBlock) and block.payload is None:
+            named, fix = block.attrs.get("id"), _REASONING_FIX
+        elif isinstance(block, CompressionBlock) and block.attrs.get(ITEM_NOTE) == "item_reference":
+            named, fix = block.payload, _REFERENCE_FIX
+        else:
+            continue
+        if not isinstance(named, str):
+            continue
+        out.append(
+            violation(
+                NOT_STORED,
+                f"item '{named}' can only be found by its id, and with store: false OpenAI "
+                f"keeps no items: \"Item with id '{named}' not found. Items are not persisted "
+                f'when `store` is set to false." ({fix})',
+                item,
+                block,
             )
         )
     return out
