@@ -186,6 +186,26 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "chat_array_too_long",
     ),
     (
+        "an MCP tool declared with an array parameter of no items (ogx #3004)",
+        {
+            **body(user("hi")),
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "book_reservation",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"flights": {"type": "array", "description": "legs"}},
+                        },
+                    },
+                }
+            ],
+        },
+        "REJECTED",
+        "openai_array_items",
+    ),
+    (
         "129 tools declared by several MCP servers (claude-code-router #686)",
         {
             **body(user("hi")),
