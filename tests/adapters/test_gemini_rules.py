@@ -405,3 +405,30 @@ def test_a_function_response_value_must_be_an_object(value: Any, kind: str):
         {"functionResponse": {"name": "weather", "id": "a", "parts": [{"inlineData": IMAGE}]}},
     ):
         assert check(body(ASK, model(call("weather", id="a")), user(answer))).ready
+
+
+def declared(parameters_key: str, parameters: Any) -> dict[str, Any]:
+    function = {"name": "add_notes", parameters_key: parameters}
+    return {**body(ASK), "tools": [{"functionDeclarations": [{"name": "ok"}, function]}]}
+
+
+def test_an_openapi_array_with_no_items_is_refused_with_geminis_field_path():
+    """gemini-desktop PR #7: "…parameters.properties[tags].items: missing field." The JSON
+    Schema form (parametersJsonSchema) is Gemini's to judge."""
+    bare = {"type": "OBJECT", "properties": {"tags": {"type": "ARRAY"}}}
+    verdict = check(declared("parameters", bare))
+    assert verdict.rules == ["gemini_array_items"]
+    words = "tools[0].function_declarations[1].parameters.properties[tags].items: missing field."
+    assert words in verdict.violations[0].message
+    nested = {
+        "type": "OBJECT",
+        "properties": {"v": {"anyOf": [{"type": "STRING"}, {"type": "ARRAY"}]}},
+    }
+    words = "parameters.properties[v].any_of[1].items: missing field."
+    assert words in check(declared("parameters", nested)).violations[0].message
+    full = {
+        "type": "OBJECT",
+        "properties": {"tags": {"type": "ARRAY", "items": {"type": "STRING"}}},
+    }
+    assert check(declared("parameters", full)).ready
+    assert check(declared("parametersJsonSchema", {**bare, "type": "object"})).ready

@@ -1120,6 +1120,39 @@ async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_gemini_desktop_7_an_array_parameter_with_no_items_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """kkrishnan90/gemini-desktop PR #7: tools converted from MCP schemas declared arrays
+    without items; Gemini answered "…parameters.properties[tags].items: missing field." on
+    every request. turngate refuses it before sending, with Gemini's field path; the same
+    array with its items goes up."""
+    stack = await make_stack()
+
+    def notes(items: genai_types.Schema | None) -> list[genai_types.Tool]:
+        tags = genai_types.Schema(type=genai_types.Type.ARRAY, items=items)
+        schema = genai_types.Schema(type=genai_types.Type.OBJECT, properties={"tags": tags})
+        add = genai_types.FunctionDeclaration(name="add_notes", parameters=schema)
+        return [genai_types.Tool(function_declarations=[add])]
+
+    error = await gemini_refusal(stack, notes(None))
+    message = refused(stack, error, "gemini_array_items", "add_notes")
+    words = "tools[0].function_declarations[0].parameters.properties[tags].items: missing field."
+    assert words in message
+    text = {"role": "model", "parts": [{"text": "Two open bugs."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    client = genai_sdk(stack)
+    config = genai_types.GenerateContentConfig(
+        tools=notes(genai_types.Schema(type=genai_types.Type.STRING))  # type: ignore[arg-type]
+    )
+    await client.aio.models.generate_content(
+        model="gemini-2.5-flash", contents="Any open bugs?", config=config
+    )
+    await client.aio.aclose()
+    assert len(stack.upstream.received) == 1
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     make_stack: StackFactory,
 ):

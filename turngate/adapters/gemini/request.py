@@ -40,7 +40,7 @@ from turngate.graph.model import (
     ToolResultBlock,
     UnknownBlock,
 )
-from turngate.graph.rules.gemini import NATIVE
+from turngate.graph.rules.gemini import NATIVE, PARAMETERS_KEY
 
 API: ApiName = "gemini"
 ADAPTER_ID = "gemini@1"
@@ -49,7 +49,6 @@ ROLE_ABSENT = "$roleAbsent"
 # Which entry of ``tools`` a declaration came from, the key its parameters were under, and
 # the OpenAPI-style original when ``parameters`` had to be turned into JSON Schema.
 TOOL_INDEX = "$tool"
-PARAMETERS_KEY = "$parametersKey"
 OPENAPI_PARAMETERS = "$openapiParameters"
 
 # ``user`` and ``model`` (the SDK's two), and the roles the API has taken too since 2026

@@ -25,6 +25,7 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
+from turngate.graph.rules.openai_schemas import bare_arrays
 from turngate.graph.validator import Violation, violation
 
 _CALL_TURN_TEXT = (
@@ -47,8 +48,10 @@ _SIGNATURE_TEXT = "Function call is missing a thought_signature in functionCall 
 # spellings of a part's signature (the gemini adapter reads them through ``thought_signature``).
 NATIVE = "$native"
 SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
-# Where the adapter notes the ``tools[]`` entry a declaration came from.
+# Where the adapter notes the ``tools[]`` entry a declaration came from, and the key its
+# parameters were under.
 TOOL_INDEX = "$tool"
+PARAMETERS_KEY = "$parametersKey"
 NAME_PATTERN = "gemini_name_pattern"
 # What every Gemini backend takes as a function's name (the google-genai SDK's
 # ``FunctionDeclaration.name``; the Gemini API's own message says 64 characters, Vertex AI's
@@ -289,6 +292,49 @@ def _declarations(seq: MessageSequence) -> dict[int, list[str]]:
         if tool.tool_type == "function":
             declared.setdefault(tool.attrs.get(TOOL_INDEX, 0), []).append(tool.name)
     return declared
+
+
+@rule("gemini_tool_array_items")
+def bare_array_parameters(seq: MessageSequence) -> list[Violation]:
+    """A function declared with ``parameters`` (Gemini's OpenAPI schema) holding an array
+    with no ``items``: Gemini refuses it ("…parameters.properties[tags].items: missing
+    field."), as OpenAI does (openai_schemas.py). ``parametersJsonSchema`` is left to Gemini."""
+    out: list[Violation] = []
+    positions: dict[int, int] = {}
+    for tool in seq.tools:
+        if tool.tool_type != "function":
+            continue
+        entry = tool.attrs.get(TOOL_INDEX, 0)
+        position = positions[entry] = positions.get(entry, -1) + 1
+        if tool.attrs.get(PARAMETERS_KEY) != "parameters":
+            continue
+        path = next(bare_arrays(tool.parameters, ()), None)
+        if path is None:
+            continue
+        field = f"tools[{entry}].function_declarations[{position}].parameters{_gemini_path(path)}"
+        out.append(
+            violation(
+                "gemini_array_items",
+                f"function {tool.name!r} declares an array with no items schema; Gemini: "
+                f'"GenerateContentRequest.{field}.items: missing field." (give the array an '
+                "items schema)",
+                None,
+            )
+        )
+    return out
+
+
+def _gemini_path(path: tuple[str, ...]) -> str:
+    """``('properties', 'tags', 'anyOf', '1')`` as Gemini writes it:
+    ``.properties[tags].any_of[1]``."""
+    out, keys = "", iter(path)
+    for key in keys:
+        if key in ("properties", "anyOf", "$defs"):
+            name = "any_of" if key == "anyOf" else key
+            out += f".{name}[{next(keys, '')}]"
+        else:
+            out += f".{key}"
+    return out
 
 
 @rule("gemini_tool_name_pattern")

@@ -27,7 +27,7 @@ _LISTED = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SINGLE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
 
 
-def _bare_arrays(node: object, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+def bare_arrays(node: object, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     """The paths, as OpenAI writes them, of the array schemas under ``node`` with no items."""
     if not isinstance(node, dict):
         return
@@ -37,14 +37,14 @@ def _bare_arrays(node: object, path: tuple[str, ...]) -> Iterator[tuple[str, ...
         named = node.get(key)
         if isinstance(named, dict):
             for name, sub in named.items():
-                yield from _bare_arrays(sub, (*path, key, str(name)))
+                yield from bare_arrays(sub, (*path, key, str(name)))
     for key in _LISTED:
         listed = node.get(key)
         if isinstance(listed, list):
             for position, sub in enumerate(listed):
-                yield from _bare_arrays(sub, (*path, key, str(position)))
+                yield from bare_arrays(sub, (*path, key, str(position)))
     for key in _SINGLE:
-        yield from _bare_arrays(node.get(key), (*path, key))
+        yield from bare_arrays(node.get(key), (*path, key))
 
 
 @lru_cache(maxsize=256)
@@ -53,7 +53,7 @@ def _first_bare_arrays(schemas: bytes) -> tuple[tuple[int, tuple[str, ...]], ...
     (its JSON text: one key for the whole toolset, the same on every turn of an agent)."""
     found = []
     for position, schema in enumerate(orjson.loads(schemas)):
-        path = next(_bare_arrays(schema, ()), None)
+        path = next(bare_arrays(schema, ()), None)
         if path is not None:
             found.append((position, path))
     return tuple(found)
