@@ -25,7 +25,7 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
-from turngate.graph.rules.openai_schemas import bare_arrays
+from turngate.graph.rules.openai_schemas import first_bare_arrays
 from turngate.graph.validator import Violation, violation
 
 _CALL_TURN_TEXT = (
@@ -299,16 +299,20 @@ def bare_array_parameters(seq: MessageSequence) -> list[Violation]:
     """A function declared with ``parameters`` (Gemini's OpenAPI schema) holding an array
     with no ``items``: Gemini refuses it ("…parameters.properties[tags].items: missing
     field."), as OpenAI does (openai_schemas.py). ``parametersJsonSchema`` is left to Gemini."""
+    functions = [tool for tool in seq.tools if tool.tool_type == "function"]
+    schemas = [
+        tool.parameters if tool.attrs.get(PARAMETERS_KEY) == "parameters" else None
+        for tool in functions
+    ]
+    found = dict(first_bare_arrays(schemas))
+    if not found:
+        return []
     out: list[Violation] = []
     positions: dict[int, int] = {}
-    for tool in seq.tools:
-        if tool.tool_type != "function":
-            continue
+    for index, tool in enumerate(functions):
         entry = tool.attrs.get(TOOL_INDEX, 0)
         position = positions[entry] = positions.get(entry, -1) + 1
-        if tool.attrs.get(PARAMETERS_KEY) != "parameters":
-            continue
-        path = next(bare_arrays(tool.parameters, ()), None)
+        path = found.get(index)
         if path is None:
             continue
         field = f"tools[{entry}].function_declarations[{position}].parameters{_gemini_path(path)}"

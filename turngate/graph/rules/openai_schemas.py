@@ -5,8 +5,9 @@ schema missing items." (code ``invalid_function_parameters``). MCP servers that 
 parameter as ``{"type": "array"}`` alone put it in each request of an agent that loads them
 (ogx #3004, mcphost #35, gbrain PR #1028, hermes-agent PR #24208).
 
-An agent sends the same tools on every turn, so each schema is judged once: by its JSON
-text, in a bounded memo.
+An agent sends the same tools on every turn, so each toolset is judged once: by its JSON
+text, in a bounded memo. Gemini refuses the same arrays in a function's ``parameters``; its
+rule (rules/gemini.py) judges them here too (``first_bare_arrays``).
 """
 
 from __future__ import annotations
@@ -48,9 +49,7 @@ def bare_arrays(node: object, path: tuple[str, ...]) -> Iterator[tuple[str, ...]
 
 
 @lru_cache(maxsize=256)
-def _first_bare_arrays(schemas: bytes) -> tuple[tuple[int, tuple[str, ...]], ...]:
-    """(position, path) of the first bare array in each of a toolset's parameter schemas
-    (its JSON text: one key for the whole toolset, the same on every turn of an agent)."""
+def _judged(schemas: bytes) -> tuple[tuple[int, tuple[str, ...]], ...]:
     found = []
     for position, schema in enumerate(orjson.loads(schemas)):
         path = next(bare_arrays(schema, ()), None)
@@ -59,17 +58,23 @@ def _first_bare_arrays(schemas: bytes) -> tuple[tuple[int, tuple[str, ...]], ...
     return tuple(found)
 
 
+def first_bare_arrays(schemas: list[object]) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """(position, path) of the first bare array in each of a toolset's parameter schemas
+    (None for a tool not checked), judged once per toolset by its JSON text: the same on
+    every turn of an agent. A toolset nested past orjson's depth is left to the request's
+    depth check."""
+    if not any(isinstance(schema, dict) for schema in schemas):
+        return ()
+    try:
+        return _judged(orjson.dumps(schemas))
+    except orjson.JSONEncodeError:
+        return ()
+
+
 def _refused(seq: MessageSequence, param: str) -> list[Violation]:
     schemas = [tool.parameters if tool.tool_type == "function" else None for tool in seq.tools]
-    if not any(isinstance(schema, dict) for schema in schemas):
-        return []
-    try:
-        text = orjson.dumps(schemas)
-    except orjson.JSONEncodeError:
-        # Nested past orjson's depth: the request's own depth check refuses such a body.
-        return []
     out: list[Violation] = []
-    for position, path in _first_bare_arrays(text):
+    for position, path in first_bare_arrays(schemas):
         name = seq.tools[position].name
         out.append(
             violation(
