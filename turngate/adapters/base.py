@@ -65,13 +65,17 @@ def default_trust(role: Role) -> Trust:
 MODEL_ROLE_HINT = "the model's turns are role assistant"
 
 
-def with_role_hint(attrs: dict[str, Any], hints: Mapping[str, str], role: Any) -> dict[str, Any]:
-    """``attrs`` of an unknown role's block, with the API's fix for that role if it has one
-    (the role another API gives tool output or the model's turns)."""
-    hint = hints.get(role) if isinstance(role, str) else None
+def with_hint(attrs: dict[str, Any], hint: str | None) -> dict[str, Any]:
+    """``attrs`` of an unknown block, with the usual fix its refusal names, if there is one."""
     if hint:
         attrs[UNKNOWN_HINT] = hint
     return attrs
+
+
+def role_hint(hints: Mapping[str, str], role: Any) -> str | None:
+    """An API's fix for a role it does not take (the role another API gives tool output or
+    the model's turns), if it has one."""
+    return hints.get(role) if isinstance(role, str) else None
 
 
 def remainder(native: Mapping[str, Any], modelled: frozenset[str]) -> dict[str, Any]:

@@ -31,7 +31,8 @@ from turngate.adapters.base import (
     default_trust,
     merged,
     remainder,
-    with_role_hint,
+    role_hint,
+    with_hint,
 )
 from turngate.errors import BadRequestBody
 from turngate.graph.model import (
@@ -129,7 +130,7 @@ class RequestParser(BlockParser):
         if not isinstance(role_in, str) or role_in not in ROLES:
             unknown = UnknownBlock(
                 native_type=f"role:{role_in}",
-                attrs=with_role_hint(dict(native), ROLE_HINTS, role_in),
+                attrs=with_hint(dict(native), role_hint(ROLE_HINTS, role_in)),
                 **self.common(f"{prefix}.b0", "user"),
             )
             return [Message(index=index, role="user", blocks=(unknown,), shape="opaque")]

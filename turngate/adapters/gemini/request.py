@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from turngate.adapters.base import RouteInfo, merged, remainder, with_role_hint
+from turngate.adapters.base import RouteInfo, merged, remainder, role_hint, with_hint
 from turngate.adapters.gemini.parts import (
     SYNTHESIZED_ID,
     OrderCounter,
@@ -175,7 +175,7 @@ def parse_content(index: int, native_in: Any, order: OrderCounter) -> Message:
         if role_in in _SPELLED_AS_IS:
             attrs[ROLE_SPELLING] = role_in
     else:
-        return _opaque(index, f"role:{role_in}", native_in, order, role_in)
+        return _opaque(index, f"role:{role_in}", native_in, order, role_hint(ROLE_HINTS, role_in))
     parts = native_in.get("parts", _ABSENT)
     if isinstance(parts, _Absent):
         return Message(
@@ -191,9 +191,9 @@ def parse_content(index: int, native_in: Any, order: OrderCounter) -> Message:
 
 
 def _opaque(
-    index: int, kind: str, native_in: dict[str, Any], order: OrderCounter, role: Any = None
+    index: int, kind: str, native_in: dict[str, Any], order: OrderCounter, hint: str | None = None
 ) -> Message:
-    attrs = with_role_hint({NATIVE: native_in}, ROLE_HINTS, role)
+    attrs = with_hint({NATIVE: native_in}, hint)
     block = UnknownBlock(
         id=f"m{index}.b0",
         role="user",

@@ -13,12 +13,12 @@ from turngate.adapters.base import (
     default_trust,
     merged,
     remainder,
-    with_role_hint,
+    role_hint,
+    with_hint,
 )
 from turngate.errors import BadRequestBody
 from turngate.graph.codec import arguments_complete, json_type
 from turngate.graph.model import (
-    UNKNOWN_HINT,
     AnyBlock,
     ApiName,
     AudioBlock,
@@ -203,7 +203,7 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
             order=order.next(),
             trust="untrusted",
             native_type=f"role:{role_in}",
-            attrs=with_role_hint(dict(native), ROLE_HINTS, role_in),
+            attrs=with_hint(dict(native), role_hint(ROLE_HINTS, role_in)),
         )
         return Message(index=index, role="user", blocks=(block,), shape="opaque")
     role = cast(Role, role_in)
@@ -393,11 +393,11 @@ def _parse_call(block_id: str, call: Any, order: OrderCounter) -> AnyBlock:
                 attrs=attrs,
                 tool_type="custom",
             )
-    attrs = dict(call)
-    if kind == "function":
-        attrs[UNKNOWN_HINT] = _malformed_function(function)
+    hint = _malformed_function(function) if kind == "function" else None
     return UnknownBlock(
-        native_type=f"tool_call:{kind}", attrs=attrs, **_call_placement(block_id, position)
+        native_type=f"tool_call:{kind}",
+        attrs=with_hint(dict(call), hint),
+        **_call_placement(block_id, position),
     )
 
 

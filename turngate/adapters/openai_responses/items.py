@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Literal, cast
 
-from turngate.adapters.base import MODEL_ROLE_HINT, default_trust, remainder, with_role_hint
+from turngate.adapters.base import MODEL_ROLE_HINT, default_trust, remainder, role_hint, with_hint
 from turngate.adapters.openai_chat.request import OrderCounter, split_data_url
 from turngate.graph.codec import json_type
 from turngate.graph.model import (
     ITEM_NOTE,
-    UNKNOWN_HINT,
     AnyBlock,
     ApiName,
     AudioBlock,
@@ -153,8 +152,8 @@ class ItemParser:
     def _message(self, index: int, item: dict[str, Any]) -> Message:
         role_in = item.get("role")
         if not isinstance(role_in, str) or role_in not in MESSAGE_ROLES:
-            attrs = with_role_hint(dict(item), ROLE_HINTS, role_in)
-            return self._opaque(index, f"role:{role_in}", attrs)
+            hint = role_hint(ROLE_HINTS, role_in)
+            return self._opaque(index, f"role:{role_in}", dict(item), hint)
         role = cast(Role, role_in)
         prefix = f"m{index}"
         attrs = remainder(item, frozenset({"role", "content"}))
@@ -386,17 +385,23 @@ class ItemParser:
     # --- anything else -----------------------------------------------------------------
 
     def _unknown(
-        self, prefix: str, role: Role, native_type: str, attrs: dict[str, Any], hint: str = ""
+        self,
+        prefix: str,
+        role: Role,
+        native_type: str,
+        attrs: dict[str, Any],
+        hint: str | None = None,
     ) -> AnyBlock:
-        noted = dict(attrs)
-        if hint:
-            noted[UNKNOWN_HINT] = hint
         return UnknownBlock(
-            native_type=native_type, attrs=noted, **self.common(f"{prefix}.b0", role)
+            native_type=native_type,
+            attrs=with_hint(dict(attrs), hint),
+            **self.common(f"{prefix}.b0", role),
         )
 
-    def _opaque(self, index: int, native_type: str, attrs: dict[str, Any]) -> Message:
-        block = self._unknown(f"m{index}", "user", native_type, attrs)
+    def _opaque(
+        self, index: int, native_type: str, attrs: dict[str, Any], hint: str | None = None
+    ) -> Message:
+        block = self._unknown(f"m{index}", "user", native_type, attrs, hint)
         return Message(
             index=index, role="user", blocks=(block,), origin=self.origin, shape="opaque"
         )

@@ -106,15 +106,16 @@ def image_problems(seq: MessageSequence) -> list[Violation]:
     images = list(_images(seq))
     out: list[Violation] = []
     if len(images) > MAX_IMAGES:
+        past = images[MAX_IMAGES]
         out.append(
             violation(
                 IMAGE_COUNT,
                 f'the request holds {len(images)} images; Anthropic: "Too much media: 0 '
                 f'document pages + {len(images)} images > {MAX_IMAGES}" (drop the oldest '
                 "images from the history)",
-                images[MAX_IMAGES].message,
-                images[MAX_IMAGES].image,
-                call_id=images[MAX_IMAGES].call_id,
+                past.message,
+                past.image,
+                call_id=past.call_id,
             )
         )
     side = MANY_IMAGE_SIDE if len(images) > MANY_IMAGES else MAX_SIDE

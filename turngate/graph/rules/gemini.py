@@ -22,6 +22,7 @@ from turngate.graph.model import (
     Message,
     MessageSequence,
     ToolCallBlock,
+    ToolDef,
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
@@ -285,12 +286,12 @@ def thought_signatures(seq: MessageSequence) -> list[Violation]:
     return out
 
 
-def _declarations(seq: MessageSequence) -> dict[int, list[str]]:
-    """Each ``tools[]`` entry's function names, in declaration order."""
-    declared: dict[int, list[str]] = {}
+def _declarations(seq: MessageSequence) -> dict[int, list[ToolDef]]:
+    """Each ``tools[]`` entry's functions, in declaration order."""
+    declared: dict[int, list[ToolDef]] = {}
     for tool in seq.tools:
         if tool.tool_type == "function":
-            declared.setdefault(tool.attrs.get(TOOL_INDEX, 0), []).append(tool.name)
+            declared.setdefault(tool.attrs.get(TOOL_INDEX, 0), []).append(tool)
     return declared
 
 
@@ -299,22 +300,18 @@ def bare_array_parameters(seq: MessageSequence) -> list[Violation]:
     """A function declared with ``parameters`` (Gemini's OpenAPI schema) holding an array
     with no ``items``: Gemini refuses it ("…parameters.properties[tags].items: missing
     field."), as OpenAI does (openai_schemas.py). ``parametersJsonSchema`` is left to Gemini."""
-    functions = [tool for tool in seq.tools if tool.tool_type == "function"]
+    placed = [
+        (entry, position, tool)
+        for entry, tools in _declarations(seq).items()
+        for position, tool in enumerate(tools)
+    ]
     schemas = [
         tool.parameters if tool.attrs.get(PARAMETERS_KEY) == "parameters" else None
-        for tool in functions
+        for _entry, _position, tool in placed
     ]
-    found = dict(first_bare_arrays(schemas))
-    if not found:
-        return []
     out: list[Violation] = []
-    positions: dict[int, int] = {}
-    for index, tool in enumerate(functions):
-        entry = tool.attrs.get(TOOL_INDEX, 0)
-        position = positions[entry] = positions.get(entry, -1) + 1
-        path = found.get(index)
-        if path is None:
-            continue
+    for index, path in first_bare_arrays(schemas):
+        entry, position, tool = placed[index]
         field = f"tools[{entry}].function_declarations[{position}].parameters{_gemini_path(path)}"
         out.append(
             violation(
@@ -346,14 +343,14 @@ def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
     return [
         violation(
             NAME_PATTERN,
-            f"function {name!r} is declared under a name Gemini refuses; Gemini: "
+            f"function {tool.name!r} is declared under a name Gemini refuses; Gemini: "
             f'"tools[{entry}].function_declarations[{position}].name: {_NAME_TEXT}" (an MCP '
             "tool's name with a space, a slash or a leading digit: rename it)",
             None,
         )
-        for entry, names in _declarations(seq).items()
-        for position, name in enumerate(names)
-        if _FUNCTION_NAME(name) is None
+        for entry, tools in _declarations(seq).items()
+        for position, tool in enumerate(tools)
+        if _FUNCTION_NAME(tool.name) is None
     ]
 
 
@@ -362,11 +359,11 @@ def too_many_functions(seq: MessageSequence) -> list[Violation]:
     return [
         violation(
             "gemini_function_count",
-            f'tools[{entry}] declares {len(names)} functions; Gemini: "tools[{entry}].'
+            f'tools[{entry}] declares {len(tools)} functions; Gemini: "tools[{entry}].'
             f"function_declarations: At most {MAX_DECLARATIONS} function declarations can be "
             'specified." (many MCP servers at once: declare the ones this turn needs)',
             None,
         )
-        for entry, names in _declarations(seq).items()
-        if len(names) > MAX_DECLARATIONS
+        for entry, tools in _declarations(seq).items()
+        if len(tools) > MAX_DECLARATIONS
     ]

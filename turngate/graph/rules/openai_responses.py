@@ -253,7 +253,7 @@ def items_not_stored(seq: MessageSequence) -> list[Violation]:
             continue
         block = item.blocks[0]
         if isinstance(block, ReasoningBlock) and block.payload is None:
-            named, fix = block.attrs.get("id"), _REASONING_FIX
+            named, fix = _item_id(item), _REASONING_FIX
         elif isinstance(block, CompressionBlock) and block.attrs.get(ITEM_NOTE) == "item_reference":
             named, fix = block.payload, _REFERENCE_FIX
         else:
