@@ -206,6 +206,32 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_array_items",
     ),
     (
+        "a strict tool declared with an optional parameter (openai4j PR #74)",
+        {
+            **body(user("hi")),
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "search_issues",
+                        "strict": True,
+                        "parameters": {
+                            "type": "object",
+                            "properties": {
+                                "query": {"type": "string"},
+                                "page": {"type": "integer"},
+                            },
+                            "required": ["query"],
+                            "additionalProperties": False,
+                        },
+                    },
+                }
+            ],
+        },
+        "REJECTED",
+        "openai_strict_schema",
+    ),
+    (
         "129 tools declared by several MCP servers (claude-code-router #686)",
         {
             **body(user("hi")),

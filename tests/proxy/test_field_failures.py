@@ -19,6 +19,7 @@ import orjson
 import pytest
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
+from pydantic import BaseModel
 
 from tests.adapters.anthropic_builders import png_bytes
 from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
@@ -857,6 +858,64 @@ async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
             tools=tools,  # type: ignore[arg-type]
         )
     assert len(stack.upstream.received) == 1
+
+
+class Stop(BaseModel):
+    city: str
+    minutes: int | None = None
+
+
+class Trip(BaseModel):
+    stops: list[Stop]
+    note: str | None = None
+
+
+async def test_openai_agents_4114_a_strict_schema_with_an_open_object_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """openai/openai-agents-python #4114 (and codex output schemas, openai4j PR #74): a
+    function marked strict whose parameters hold a nullable object with no
+    additionalProperties: false, or a property left out of required, got "Invalid schema for
+    function …: In context=…, 'additionalProperties' is required to be supplied and to be
+    false." on every turn. turngate refuses it before sending, naming the function and the
+    place; the strict schemas the openai SDK makes from a pydantic model go up, and the SDK
+    parses the answer."""
+    stack = await make_stack()
+    parameters = {
+        "type": "object",
+        "properties": {"a": {"type": ["object", "null"], "properties": {"b": {"type": "string"}}}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    tools = [{"type": "function", "name": "process", "parameters": parameters, "strict": True}]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(
+                model="gpt-5",
+                input="Process it",
+                tools=tools,  # type: ignore[arg-type]
+            )
+    message = refused(stack, caught.value, "openai_strict_schema", "tools[0].parameters")
+    words = (
+        "Invalid schema for function 'process': In context=('properties', 'a'), "
+        "'additionalProperties' is required to be supplied and to be false."
+    )
+    assert words in message
+    trip = {"stops": [{"city": "Lyon", "minutes": None}], "note": None}
+    message_out = {"role": "assistant", "content": orjson.dumps(trip).decode()}
+    choice = {"index": 0, "finish_reason": "stop", "message": message_out}
+    answer = {"id": "chatcmpl-ff", "object": "chat.completion", "model": "gpt-4o"}
+    stack.upstream.reply(Reply.json({**answer, "created": 0, "choices": [choice]}))
+    async with openai_sdk(stack) as client:
+        parsed = await client.chat.completions.parse(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "Plan a trip"}],
+            tools=[openai.pydantic_function_tool(Trip)],
+            response_format=Trip,
+        )
+    assert parsed.choices[0].message.parsed == Trip.model_validate(trip)
+    (sent,) = stack.upstream.received
+    assert sent.json()["tools"][0]["function"]["strict"] is True
 
 
 async def test_openai_agents_2293_an_item_id_without_its_types_prefix_is_refused_by_name(

@@ -34,7 +34,7 @@ CAPABILITIES = Capabilities(
         "chat_stream_choices",
         "chat_tool_name_pattern",
         "chat_tools_too_many",
-        "chat_tool_array_items",
+        "chat_tool_schemas",
     ),
 )
 
