@@ -432,3 +432,26 @@ def test_an_openapi_array_with_no_items_is_refused_with_geminis_field_path():
     }
     assert check(declared("parameters", full)).ready
     assert check(declared("parametersJsonSchema", {**bare, "type": "object"})).ready
+
+
+def test_a_required_name_with_no_property_beside_it_is_refused_with_geminis_field_path():
+    """moltis #747 / #849: the GitHub MCP server's array items list required names with no
+    properties beside them; Gemini answers "…items.required[0]: property is not defined"
+    for the whole request. The JSON Schema form is Gemini's to judge."""
+    items = {"type": "OBJECT", "required": ["summary"]}
+    schema = {"type": "OBJECT", "properties": {"issue_fields": {"type": "ARRAY", "items": items}}}
+    verdict = check(declared("parameters", schema))
+    assert verdict.rules == ["gemini_required_undefined"]
+    words = (
+        "tools[0].function_declarations[1].parameters.properties[issue_fields].items."
+        "required[0]: property is not defined"
+    )
+    assert words in verdict.violations[0].message
+    assert "requires 'summary'" in verdict.violations[0].message
+    root = {"type": "OBJECT", "properties": {"a": {"type": "STRING"}}, "required": ["a", "b"]}
+    words = "function_declarations[1].parameters.required[1]: property is not defined"
+    assert words in check(declared("parameters", root)).violations[0].message
+    defined = {**items, "properties": {"summary": {"type": "STRING"}}}
+    fixed = {"type": "OBJECT", "properties": {"issue_fields": {"type": "ARRAY", "items": defined}}}
+    assert check(declared("parameters", fixed)).ready
+    assert check(declared("parametersJsonSchema", {"type": "object", "required": ["x"]})).ready

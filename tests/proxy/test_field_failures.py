@@ -1212,6 +1212,46 @@ async def test_gemini_desktop_7_an_array_parameter_with_no_items_is_refused_by_n
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_moltis_747_a_required_property_never_defined_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """moltis-org/moltis #747 / #849: MCP tools whose array items list required names with no
+    properties beside them (the GitHub MCP server's) made Gemini answer
+    "GenerateContentRequest.tools[0].function_declarations[0].parameters…required[0]:
+    property is not defined" for every request. turngate refuses it before sending, with
+    Gemini's field path; with the property declared it goes up."""
+    stack = await make_stack()
+
+    def issues(item: genai_types.Schema) -> list[genai_types.Tool]:
+        fields = genai_types.Schema(type=genai_types.Type.ARRAY, items=item)
+        schema = genai_types.Schema(
+            type=genai_types.Type.OBJECT, properties={"issue_fields": fields}
+        )
+        create = genai_types.FunctionDeclaration(name="create_issue", parameters=schema)
+        return [genai_types.Tool(function_declarations=[create])]
+
+    undefined = genai_types.Schema(type=genai_types.Type.OBJECT, required=["summary"])
+    error = await gemini_refusal(stack, issues(undefined))
+    message = refused(stack, error, "gemini_required_undefined", "create_issue")
+    words = (
+        "tools[0].function_declarations[0].parameters.properties[issue_fields].items."
+        "required[0]: property is not defined"
+    )
+    assert words in message
+    text = {"role": "model", "parts": [{"text": "Filed."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    summary = genai_types.Schema(type=genai_types.Type.STRING)
+    defined = undefined.model_copy(update={"properties": {"summary": summary}})
+    client = genai_sdk(stack)
+    config = genai_types.GenerateContentConfig(tools=issues(defined))  # type: ignore[arg-type]
+    await client.aio.models.generate_content(
+        model="gemini-2.5-flash", contents="File the bug", config=config
+    )
+    await client.aio.aclose()
+    assert len(stack.upstream.received) == 1
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     make_stack: StackFactory,
 ):

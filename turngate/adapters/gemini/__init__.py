@@ -35,7 +35,7 @@ CAPABILITIES = Capabilities(
         "gemini_stream_candidates",
         "gemini_tool_name_pattern",
         "gemini_function_count",
-        "gemini_tool_array_items",
+        "gemini_tool_schemas",
     ),
     tools_held_by=("cachedContent", "cached_content"),
     # Computer use: the application runs the UI actions the model calls by its own names.

@@ -1,8 +1,8 @@
 """Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2), that it holds at
 least one content and none without parts, that a function response's value is an object,
 and what it takes as declared functions (request rules): their names
-(``gemini_tool_name_pattern``) and at most 512 in one ``tools[]`` entry
-(``gemini_function_count``).
+(``gemini_tool_name_pattern``), at most 512 in one ``tools[]`` entry
+(``gemini_function_count``) and their OpenAPI schemas (``gemini_tool_schemas``).
 
 Each mirrors a 400 INVALID_ARGUMENT that Gemini returns, quoted in the message so a user
 who has met the provider's text recognises it. Only conversation entries count as turns
@@ -26,7 +26,7 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
-from turngate.graph.rules.openai_schemas import first_bare_arrays
+from turngate.graph.schema_faults import Path, judge_toolset
 from turngate.graph.validator import Violation, violation
 
 _CALL_TURN_TEXT = (
@@ -295,24 +295,28 @@ def _declarations(seq: MessageSequence) -> dict[int, list[ToolDef]]:
     return declared
 
 
-@rule("gemini_tool_array_items")
-def bare_array_parameters(seq: MessageSequence) -> list[Violation]:
-    """A function declared with ``parameters`` (Gemini's OpenAPI schema) holding an array
-    with no ``items``: Gemini refuses it ("…parameters.properties[tags].items: missing
-    field."), as OpenAI does (openai_schemas.py). ``parametersJsonSchema`` is left to Gemini."""
+@rule("gemini_tool_schemas")
+def openapi_schema_faults(seq: MessageSequence) -> list[Violation]:
+    """What Gemini refuses in a function declared with ``parameters`` (its OpenAPI schema):
+    an array with no ``items`` ("…parameters.properties[tags].items: missing field."), as
+    OpenAI does (openai_schemas.py), and a ``required`` name with no property of that name
+    beside it ("…parameters.required[0]: property is not defined"), as the GitHub MCP
+    server's array items declare (moltis #747, #849). ``parametersJsonSchema`` is left to
+    Gemini."""
     placed = [
         (entry, position, tool)
         for entry, tools in _declarations(seq).items()
         for position, tool in enumerate(tools)
     ]
     schemas = [
-        tool.parameters if tool.attrs.get(PARAMETERS_KEY) == "parameters" else None
+        (tool.parameters if tool.attrs.get(PARAMETERS_KEY) == "parameters" else None, False)
         for _entry, _position, tool in placed
     ]
+    faults = judge_toolset(schemas)
     out: list[Violation] = []
-    for index, path in first_bare_arrays(schemas):
-        entry, position, tool = placed[index]
-        field = f"tools[{entry}].function_declarations[{position}].parameters{_gemini_path(path)}"
+    for fault in faults.bare_arrays:
+        entry, position, tool = placed[fault.position]
+        field = _declared_field(entry, position, fault.path)
         out.append(
             violation(
                 "gemini_array_items",
@@ -322,7 +326,23 @@ def bare_array_parameters(seq: MessageSequence) -> list[Violation]:
                 None,
             )
         )
+    for fault in faults.undefined_required:
+        entry, position, tool = placed[fault.position]
+        field = _declared_field(entry, position, fault.path)
+        out.append(
+            violation(
+                "gemini_required_undefined",
+                f"function {tool.name!r} requires {fault.words!r}, which its schema does not "
+                f'define there; Gemini: "GenerateContentRequest.{field}: property is not '
+                'defined" (declare the property beside required, or drop the name from it)',
+                None,
+            )
+        )
     return out
+
+
+def _declared_field(entry: int, position: int, path: Path) -> str:
+    return f"tools[{entry}].function_declarations[{position}].parameters{_gemini_path(path)}"
 
 
 def _gemini_path(path: tuple[str, ...]) -> str:

@@ -1,0 +1,155 @@
+"""What the providers refuse in a declared JSON schema, found in one walk and remembered per
+toolset (the rules in rules/openai_schemas.py and rules/gemini.py word it each their way).
+
+- a bare array: an array schema with no ``items`` (nor ``prefixItems``). OpenAI and Gemini
+  refuse it on every turn;
+- an open object, judged only in a schema marked strict: an object schema without
+  ``additionalProperties: false``, or whose ``required`` does not list exactly its
+  ``properties`` (OpenAI's strict mode);
+- an undefined requirement: a name in ``required`` with no property of that name beside it
+  (Gemini's "required[0]: property is not defined").
+
+An agent sends the same tools on every turn, so each toolset is judged once: by its JSON
+text, in a bounded memo. Paths are tuples of keys, as OpenAI writes them
+(``('properties', 'tags', 'anyOf', '1')``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import orjson
+
+# Where a schema holds schemas: under names, in lists, or as one.
+_NAMED = ("properties", "$defs", "definitions", "patternProperties")
+_LISTED = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SINGLE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+
+Path = tuple[str, ...]
+
+
+def subschemas(node: object, path: Path = ()) -> Iterator[tuple[dict[str, Any], Path]]:
+    """Each schema under ``node`` (itself first) with its path."""
+    if not isinstance(node, dict):
+        return
+    yield node, path
+    for key in _NAMED:
+        named = node.get(key)
+        if isinstance(named, dict):
+            for name, sub in named.items():
+                yield from subschemas(sub, (*path, key, str(name)))
+    for key in _LISTED:
+        listed = node.get(key)
+        if isinstance(listed, list):
+            for position, sub in enumerate(listed):
+                yield from subschemas(sub, (*path, key, str(position)))
+    for key in _SINGLE:
+        yield from subschemas(node.get(key), (*path, key))
+
+
+def _bare_array(schema: dict[str, Any]) -> bool:
+    return schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema
+
+
+_EVERY_KEY = "'required' is required to be supplied and to be an array including every key in"
+
+
+def _open_object(schema: dict[str, Any]) -> str | None:
+    """OpenAI's words for what strict mode refuses in this one schema, if anything."""
+    kind = schema.get("type")
+    if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+        return None
+    if schema.get("additionalProperties") is not False:
+        return "'additionalProperties' is required to be supplied and to be false."
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return None
+    required = schema.get("required")
+    listed = required if isinstance(required, list) else []
+    missing = [name for name in properties if name not in listed]
+    if missing:
+        return f"{_EVERY_KEY} properties. Missing {missing[0]!r}."
+    extra = [name for name in listed if name not in properties]
+    if extra:
+        return f"{_EVERY_KEY} properties. Extra required key {extra[0]!r} supplied."
+    return None
+
+
+def _undefined_required(schema: dict[str, Any]) -> tuple[int, str] | None:
+    """The first name ``required`` lists with no property of that name, and its place."""
+    required = schema.get("required")
+    if not isinstance(required, list):
+        return None
+    properties = schema.get("properties")
+    defined = properties if isinstance(properties, dict) else {}
+    for position, name in enumerate(required):
+        if name not in defined:
+            return position, str(name)
+    return None
+
+
+class SchemaFault(NamedTuple):
+    position: int
+    """The schema's place in the toolset."""
+    path: Path
+    words: str
+
+
+class ToolsetFaults(NamedTuple):
+    bare_arrays: tuple[SchemaFault, ...] = ()
+    open_objects: tuple[SchemaFault, ...] = ()
+    undefined_required: tuple[SchemaFault, ...] = ()
+
+
+def _first_faults(position: int, schema: object, strict: bool) -> ToolsetFaults:
+    array: SchemaFault | None = None
+    opened: SchemaFault | None = None
+    undefined: SchemaFault | None = None
+    for node, path in subschemas(schema):
+        if array is None and _bare_array(node):
+            array = SchemaFault(position, path, "array schema missing items.")
+        if strict and opened is None:
+            words = _open_object(node)
+            if words is not None:
+                opened = SchemaFault(position, path, words)
+        if undefined is None:
+            found = _undefined_required(node)
+            if found is not None:
+                place, name = found
+                undefined = SchemaFault(position, (*path, f"required[{place}]"), name)
+    return ToolsetFaults(_some(array), _some(opened), _some(undefined))
+
+
+def _some(fault: SchemaFault | None) -> tuple[SchemaFault, ...]:
+    return () if fault is None else (fault,)
+
+
+@lru_cache(maxsize=256)
+def _judged(toolset: bytes) -> ToolsetFaults:
+    arrays: list[SchemaFault] = []
+    opened: list[SchemaFault] = []
+    undefined: list[SchemaFault] = []
+    for position, (schema, strict) in enumerate(orjson.loads(toolset)):
+        found = _first_faults(position, schema, strict)
+        arrays += found.bare_arrays
+        opened += found.open_objects
+        undefined += found.undefined_required
+    return ToolsetFaults(tuple(arrays), tuple(opened), tuple(undefined))
+
+
+_NONE = ToolsetFaults()
+
+
+def judge_toolset(schemas: list[tuple[object, bool]]) -> ToolsetFaults:
+    """The first fault of each kind in each of a toolset's schemas, each schema given with
+    whether it is marked strict (None for a tool not checked; open objects are sought only
+    in strict ones). Judged once per toolset by its JSON text, the same on every turn of an
+    agent. A toolset nested past orjson's depth is left to the request's depth check."""
+    if not any(isinstance(schema, dict) for schema, _strict in schemas):
+        return _NONE
+    try:
+        return _judged(orjson.dumps(schemas))
+    except orjson.JSONEncodeError:
+        return _NONE
