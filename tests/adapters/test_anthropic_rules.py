@@ -4,9 +4,11 @@ each case asserts its exact rule code; each rule also has a valid neighbour it m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from anthropic import beta_tool
+from pydantic import BaseModel, Field
 
 from tests.adapters.anthropic_builders import (
     WEATHER_TOOL,
@@ -31,6 +33,14 @@ from turngate.graph.rules.anthropic_thinking import modified_thinking, signed_th
 from turngate.graph.validator import validate
 
 CACHED = {"type": "ephemeral"}
+# Dokploy/mcp #74: what zod-to-json-schema's draft-2019-09 target writes for a positive integer.
+TTL_DRAFT_4 = {"type": "integer", "exclusiveMinimum": True, "minimum": 0}
+
+
+def schema_tool(properties: dict[str, Any], name: str = "create_record") -> dict[str, Any]:
+    return {"name": name, "input_schema": {"type": "object", "properties": properties}}
+
+
 BROWSER_STATE = {
     "type": "browser_state",
     "tabs": [{"tab_id": "t1", "title": "Example", "url": "https://example.com", "active": True}],
@@ -308,6 +318,36 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         body(user("go"), tools=[{**WEATHER_TOOL, "name": "mcp__" + "x" * 124}]),
         "REJECTED",
         ["anthropic_tool_name_pattern"],
+    ),
+    (
+        "an MCP tool declared with a draft-4 boolean exclusiveMinimum (Dokploy/mcp #74)",
+        body(user("add a record"), tools=[WEATHER_TOOL, schema_tool({"ttl": TTL_DRAFT_4})]),
+        "REJECTED",
+        ["anthropic_tool_schema"],
+    ),
+    (
+        "a tool declared with a type name where a property's schema goes (anthropic-sdk-java #241)",
+        body(user("go"), tools=[schema_tool({"x": "number", "y": "number"})]),
+        "REJECTED",
+        ["anthropic_tool_schema"],
+    ),
+    (
+        "a tool declared with an array root (claude --json-schema)",
+        body(user("go"), tools=[{"name": "emit", "input_schema": {"type": "array"}}]),
+        "REJECTED",
+        ["anthropic_tool_schema"],
+    ),
+    (
+        "a tool declared with a union root and no type (pi PR #718)",
+        body(user("go"), tools=[{"name": "act", "input_schema": {"anyOf": [{"type": "object"}]}}]),
+        "REJECTED",
+        ["anthropic_tool_schema"],
+    ),
+    (
+        "a custom tool declared with no input_schema",
+        body(user("go"), tools=[{"name": "ping", "description": "no arguments"}]),
+        "REJECTED",
+        ["anthropic_tool_schema"],
     ),
     (
         "a PNG screenshot labelled image/jpeg in a tool result (claude-code #12009)",
@@ -845,3 +885,88 @@ def test_thinking_turngate_never_relayed_is_left_to_anthropic():
     unknown = assistant(thinking("Mine.", "sig-9"), tool_use("toolu_1"))
     request = parse(body(user("q"), unknown, user(tool_result("toolu_1"))))
     assert modified_thinking(request, relayed_memory()) == []
+
+
+def test_a_tool_schema_anthropic_refuses_is_named_with_what_is_wrong_and_where():
+    """Anthropic names only the tool's place; turngate says which keyword breaks the draft."""
+    cases = [
+        (
+            schema_tool({"ttl": TTL_DRAFT_4}),
+            "tools.1.custom.input_schema: JSON schema is invalid. It must match JSON Schema "
+            "draft 2020-12",
+            "at properties.ttl.exclusiveMinimum: True is not of type 'number'",
+        ),
+        (
+            schema_tool({"after": {"type": "string", "minimum": "2024-01-01"}}),
+            "JSON schema is invalid",
+            "at properties.after.minimum: '2024-01-01' is not of type 'number'",
+        ),
+        (
+            {"name": "emit", "input_schema": {"type": "array", "items": {}}},
+            "tools.1.custom.input_schema.type: Input should be 'object'",
+            'its root is of type "array"',
+        ),
+        (
+            {"name": "act", "input_schema": {}},
+            "tools.1.custom.input_schema.type: Field required",
+            'its root has no "type"',
+        ),
+        (
+            {"name": "ping", "type": "custom"},
+            "tools.1.custom.input_schema: Field required",
+            "no input_schema",
+        ),
+    ]
+    for tool, words, detail in cases:
+        verdict = verdict_of(body(user("go"), tools=[WEATHER_TOOL, tool]))
+        assert verdict.rules == ["anthropic_tool_schema"]
+        message = verdict.violations[0].message
+        assert words in message, message
+        assert detail in message, message
+        assert repr(tool["name"]) in message
+
+
+class Stop(BaseModel):
+    city: str = Field(examples=["Lyon"], pattern=r"^[A-Z]")
+    minutes: int | None = Field(default=None, gt=0)
+
+
+class Trip(BaseModel):
+    stops: list[Stop]
+    mode: Literal["train", "bus"] = "train"
+
+
+def test_tool_schemas_valid_under_the_draft_go_up():
+    """What SDKs and servers write: the anthropic SDK's own tool helper, a pydantic model
+    with definitions and numeric exclusive bounds, a draft-07 ``$schema``, OpenAPI extras
+    the draft does not know (unknown keywords are allowed), a JavaScript-only pattern
+    (formats are not asserted), and server tools, which have no schema."""
+
+    @beta_tool
+    def get_weather(city: str, days: int | None = None) -> str:
+        """Weather for a city.
+
+        Args:
+            city: The city.
+        """
+        return city
+
+    tools = [
+        get_weather.to_dict(),
+        {"name": "plan_trip", "input_schema": Trip.model_json_schema()},
+        {
+            "name": "legacy",
+            "input_schema": {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "properties": {
+                    "q": {"type": "string", "nullable": True, "example": "x"},
+                    "tag": {"type": "string", "pattern": "^(?<word>\\p{L}+)$"},
+                },
+            },
+        },
+        {"name": "noargs", "input_schema": {"type": "object"}},
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"type": "bash_20250124", "name": "bash"},
+    ]
+    assert verdict_of(body(user("go"), tools=tools)).ready

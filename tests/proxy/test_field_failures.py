@@ -979,6 +979,47 @@ async def test_opencode_7724_reasoning_without_its_content_under_store_false_is_
     assert len(stack.upstream.received) == 1
 
 
+async def test_dokploy_mcp_74_a_tool_schema_outside_the_draft_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """Dokploy/mcp #74 (and fizzy-mcp PR #30, kestra PR #17075, claude-code #63673): an MCP
+    server declared a draft-4 boolean exclusiveMinimum, and Anthropic answered "tools.N.custom.
+    input_schema: JSON schema is invalid. It must match JSON Schema draft 2020-12" to every
+    request of the session, naming neither the tool nor the keyword. turngate refuses it
+    before sending with both; with a numeric bound it goes up."""
+    stack = await make_stack()
+    ttl: dict[str, Any] = {"type": "integer", "exclusiveMinimum": True, "minimum": 0}
+    record = {
+        "name": "dnsProvider-createRecord",
+        "input_schema": {"type": "object", "properties": {"ttl": ttl}},
+    }
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE,
+                max_tokens=64,
+                messages=[{"role": "user", "content": "Add an A record"}],
+                tools=[*CLAUDE_TOOLS, record],  # type: ignore[list-item]
+            )
+    message = refused(stack, caught.value, "anthropic_tool_schema", "dnsProvider-createRecord")
+    assert "tools.1.custom.input_schema: JSON schema is invalid" in message
+    body = caught.value.body
+    assert isinstance(body, dict)
+    detail = "at properties.ttl.exclusiveMinimum: True is not of type 'number'"
+    assert detail in body["error"]["message"]
+    ttl["exclusiveMinimum"] = 0
+    del ttl["minimum"]
+    stack.upstream.reply(claude_answer("Added."))
+    async with anthropic_sdk(stack) as client:
+        await client.messages.create(
+            model=CLAUDE,
+            max_tokens=64,
+            messages=[{"role": "user", "content": "Add an A record"}],
+            tools=[*CLAUDE_TOOLS, record],  # type: ignore[list-item]
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_claude_code_12009_a_screenshot_labelled_jpeg_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -36,6 +36,7 @@ CAPABILITIES = Capabilities(
         "anthropic_cache_breakpoints",
         "anthropic_tool_names_unique",
         "anthropic_tool_name_pattern",
+        "anthropic_tool_schema",
         "anthropic_images",
     ),
     # Anthropic-defined client tools, called with tool_use and run by the application;
