@@ -344,6 +344,17 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_tool_schema"],
     ),
     (
+        "a tool declared with a union root beside its type (kilocode agent_manager)",
+        body(
+            user("go"),
+            tools=[
+                {"name": "act", "input_schema": {"type": "object", "oneOf": [{"required": []}]}}
+            ],
+        ),
+        "REJECTED",
+        ["anthropic_tool_schema"],
+    ),
+    (
         "a custom tool declared with no input_schema",
         body(user("go"), tools=[{"name": "ping", "description": "no arguments"}]),
         "REJECTED",
@@ -910,6 +921,12 @@ def test_a_tool_schema_anthropic_refuses_is_named_with_what_is_wrong_and_where()
             {"name": "act", "input_schema": {}},
             "tools.1.custom.input_schema.type: Field required",
             'its root has no "type"',
+        ),
+        (
+            {"name": "act", "input_schema": {"type": "object", "anyOf": [{"type": "object"}]}},
+            "tools.1.custom.input_schema: input_schema does not support oneOf, allOf, or anyOf "
+            "at the top level",
+            "its root holds anyOf",
         ),
         (
             {"name": "ping", "type": "custom"},

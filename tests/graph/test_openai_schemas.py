@@ -229,3 +229,55 @@ def test_a_strict_response_format_is_judged_on_both_apis():
     message = refusal("openai_responses", request, STRICT)
     assert message is not None
     assert message.startswith("text.format.schema is marked strict")
+
+
+ROOT = "openai_schema_root"
+ROOT_WORDS = "schema must be a JSON Schema of 'type: \"object\"', got 'type: \"{}\"'."
+
+
+@pytest.mark.parametrize(
+    ("parameters", "got"),
+    [
+        pytest.param({"type": "array", "items": TEXT}, "array", id="an array root"),
+        pytest.param(
+            {"anyOf": [closed(path=TEXT), closed(url=TEXT)]}, "None", id="a zod union's root"
+        ),
+        pytest.param({"oneOf": [closed(path=TEXT)], "description": "x"}, "None", id="oneOf"),
+    ],
+)
+@pytest.mark.parametrize(("api", "build"), [("openai_chat", chat), ("openai_responses", responses)])
+def test_a_root_that_is_not_an_object_is_refused_strict_or_not(
+    parameters: dict[str, Any], got: str, api: str, build: Any
+):
+    words = f"Invalid schema for function 'search': {ROOT_WORDS.format(got)}"
+    for marks in ({}, {"strict": False}):
+        message = refusal(api, build(parameters, **marks), ROOT)
+        assert message is not None
+        assert words in message
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {},
+        {"type": "object", "anyOf": [closed(path=TEXT)]},
+        {"type": "object", "properties": {"q": TEXT}},
+    ],
+)
+@pytest.mark.parametrize(("api", "build"), [("openai_chat", chat), ("openai_responses", responses)])
+def test_object_roots_and_an_empty_schema_go_up(parameters: dict[str, Any], api: str, build: Any):
+    assert refusal(api, build(parameters), ROOT) is None
+
+
+def test_a_response_format_that_is_not_an_object_is_refused_strict_or_not():
+    schema = {"type": "array", "items": closed(title=TEXT)}
+    chat_format = {"type": "json_schema", "json_schema": {"name": "chapters", "schema": schema}}
+    message = refusal("openai_chat", {**chat(closed()), "response_format": chat_format}, ROOT)
+    assert message is not None
+    words = f"Invalid schema for response_format 'chapters': {ROOT_WORDS.format('array')}"
+    assert words in message
+    text_format = {"type": "json_schema", "name": "chapters", "schema": schema}
+    request = {**responses(closed()), "text": {"format": text_format}}
+    message = refusal("openai_responses", request, ROOT)
+    assert message is not None
+    assert message.startswith("text.format.schema is not an object schema")

@@ -232,6 +232,28 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_strict_schema",
     ),
     (
+        "a tool declared with a zod union as its parameters' root",
+        {
+            **body(user("hi")),
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "subagent",
+                        "parameters": {
+                            "anyOf": [
+                                {"type": "object", "properties": {"task": {"type": "string"}}},
+                                {"type": "object", "properties": {"n": {"type": "integer"}}},
+                            ]
+                        },
+                    },
+                }
+            ],
+        },
+        "REJECTED",
+        "openai_schema_root",
+    ),
+    (
         "129 tools declared by several MCP servers (claude-code-router #686)",
         {
             **body(user("hi")),

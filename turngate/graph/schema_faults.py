@@ -7,7 +7,10 @@ toolset (the rules in rules/openai_schemas.py and rules/gemini.py word it each t
   ``additionalProperties: false``, or whose ``required`` does not list exactly its
   ``properties`` (OpenAI's strict mode);
 - an undefined requirement: a name in ``required`` with no property of that name beside it
-  (Gemini's "required[0]: property is not defined").
+  (Gemini's "required[0]: property is not defined");
+- a root that is not an object schema: a ``type`` other than ``"object"``, or no ``type``
+  beside a root ``anyOf`` / ``oneOf`` / ``allOf`` (OpenAI's "schema must be a JSON Schema of
+  'type: "object"'").
 
 An agent sends the same tools on every turn, so each toolset is judged once: by its JSON
 text, in a bounded memo. Paths are tuples of keys, as OpenAI writes them
@@ -90,6 +93,23 @@ def _undefined_required(schema: dict[str, Any]) -> tuple[int, str] | None:
     return None
 
 
+_COMPOSITIONS = ("anyOf", "oneOf", "allOf")
+
+
+def _root_fault(schema: object) -> str | None:
+    """OpenAI's words for a root that is not an object schema, if it is not."""
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind != "object":
+        got = kind
+    elif "type" not in schema and any(key in schema for key in _COMPOSITIONS):
+        got = "None"
+    else:
+        return None
+    return f"schema must be a JSON Schema of 'type: \"object\"', got 'type: \"{got}\"'."
+
+
 class SchemaFault(NamedTuple):
     position: int
     """The schema's place in the toolset."""
@@ -101,6 +121,7 @@ class ToolsetFaults(NamedTuple):
     bare_arrays: tuple[SchemaFault, ...] = ()
     open_objects: tuple[SchemaFault, ...] = ()
     undefined_required: tuple[SchemaFault, ...] = ()
+    other_roots: tuple[SchemaFault, ...] = ()
 
 
 def _first_faults(position: int, schema: object, strict: bool) -> ToolsetFaults:
@@ -119,7 +140,9 @@ def _first_faults(position: int, schema: object, strict: bool) -> ToolsetFaults:
             if found is not None:
                 place, name = found
                 undefined = SchemaFault(position, (*path, f"required[{place}]"), name)
-    return ToolsetFaults(_some(array), _some(opened), _some(undefined))
+    root = _root_fault(schema)
+    rooted = SchemaFault(position, (), root) if root is not None else None
+    return ToolsetFaults(_some(array), _some(opened), _some(undefined), _some(rooted))
 
 
 def _some(fault: SchemaFault | None) -> tuple[SchemaFault, ...]:
@@ -128,15 +151,16 @@ def _some(fault: SchemaFault | None) -> tuple[SchemaFault, ...]:
 
 @lru_cache(maxsize=256)
 def _judged(toolset: bytes) -> ToolsetFaults:
-    arrays: list[SchemaFault] = []
-    opened: list[SchemaFault] = []
-    undefined: list[SchemaFault] = []
-    for position, (schema, strict) in enumerate(orjson.loads(toolset)):
-        found = _first_faults(position, schema, strict)
-        arrays += found.bare_arrays
-        opened += found.open_objects
-        undefined += found.undefined_required
-    return ToolsetFaults(tuple(arrays), tuple(opened), tuple(undefined))
+    found = [
+        _first_faults(position, schema, strict)
+        for position, (schema, strict) in enumerate(orjson.loads(toolset))
+    ]
+    return ToolsetFaults(
+        bare_arrays=tuple(f for each in found for f in each.bare_arrays),
+        open_objects=tuple(f for each in found for f in each.open_objects),
+        undefined_required=tuple(f for each in found for f in each.undefined_required),
+        other_roots=tuple(f for each in found for f in each.other_roots),
+    )
 
 
 _NONE = ToolsetFaults()

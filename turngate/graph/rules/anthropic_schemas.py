@@ -7,7 +7,9 @@ an object schema valid under JSON Schema draft 2020-12, and names only the tool'
 (Dokploy/mcp #74, fizzy-mcp PR #30), a date as ``minimum`` (kestra PR #17075), a property
 given as ``"number"`` instead of a schema (anthropic-sdk-java #241), a root with no
 ``type`` or an array root ("tools.0.custom.input_schema.type: Field required" / "Input
-should be 'object'"). turngate refuses it before sending and says what is wrong and where.
+should be 'object'"), a union at the root even beside ``"type": "object"`` ("input_schema
+does not support oneOf, allOf, or anyOf at the top level", a zod union's shape: kilocode,
+codex-app-tools). turngate refuses it before sending and says what is wrong and where.
 
 The schema is checked against the draft's own meta-schema, without asserting formats (a
 ``pattern`` written for JavaScript is not judged by Python's regex syntax). Each toolset is
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
 TOOL_SCHEMA = "anthropic_tool_schema"
 _DRAFT = "JSON schema is invalid. It must match JSON Schema draft 2020-12"
+_UNION = "input_schema does not support oneOf, allOf, or anyOf at the top level"
 
 
 @cache
@@ -73,6 +76,9 @@ def _shape_fault(native: dict[str, Any] | None, schema: Any) -> tuple[str, str] 
         return ".type: Field required", 'its root has no "type"'
     if schema["type"] != "object":
         return ".type: Input should be 'object'", f"its root is of type {_json(schema['type'])}"
+    union = next((key for key in ("oneOf", "allOf", "anyOf") if key in schema), None)
+    if union is not None:
+        return f": {_UNION}", f"its root holds {union}"
     return None
 
 

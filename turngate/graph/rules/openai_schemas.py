@@ -16,7 +16,12 @@ array including every key in properties. Missing 'note'." (codex output schemas,
 #4114, openai4j PR #74). Only an explicit ``true`` is judged: Responses treats an omitted
 ``strict`` as "strict when the schema allows", and falls back otherwise.
 
-Both are found in one walk of each toolset, judged once per toolset (graph/schema_faults.py).
+A function's parameters and a response format are objects at the root, strict or not: an
+array root, or a union (``anyOf`` / ``oneOf``) with no ``type`` beside it, as a zod union
+converts, gets "Invalid schema for function 'bash': schema must be a JSON Schema of 'type:
+"object"', got 'type: "None"'." (code ``invalid_function_parameters``).
+
+All are found in one walk of each toolset, judged once per toolset (graph/schema_faults.py).
 """
 
 from __future__ import annotations
@@ -30,18 +35,20 @@ from turngate.graph.validator import Violation, violation
 
 ARRAY_ITEMS = "openai_array_items"
 STRICT_SCHEMA = "openai_strict_schema"
+SCHEMA_ROOT = "openai_schema_root"
 
 
-class StrictFormat(NamedTuple):
-    """A response format's schema marked strict, where the request puts it."""
+class ResponseFormat(NamedTuple):
+    """A response format's JSON schema, where the request puts it."""
 
     name: object
     schema: object
+    strict: bool
     field: str
 
 
 def _refused(
-    seq: MessageSequence, param: str, strict: list[bool], response_format: StrictFormat | None
+    seq: MessageSequence, param: str, strict: list[bool], response_format: ResponseFormat | None
 ) -> list[Violation]:
     schemas = [
         (tool.parameters if tool.tool_type == "function" else None, marked)
@@ -49,6 +56,9 @@ def _refused(
     ]
     faults = judge_toolset(schemas)
     out: list[Violation] = []
+    for fault in faults.other_roots:
+        name = seq.tools[fault.position].name
+        out.append(_not_object(f"function '{name}'", param.format(fault.position), fault))
     for fault in faults.bare_arrays:
         name = seq.tools[fault.position].name
         out.append(
@@ -66,9 +76,21 @@ def _refused(
         out.append(_open(f"function '{name}'", param.format(fault.position), fault))
     if response_format is not None:
         subject = f"response_format '{response_format.name!s}'"
-        judged = judge_toolset([(response_format.schema, True)])
-        out.extend(_open(subject, response_format.field, fault) for fault in judged.open_objects)
+        judged = judge_toolset([(response_format.schema, response_format.strict)])
+        field = response_format.field
+        out.extend(_not_object(subject, field, fault) for fault in judged.other_roots)
+        out.extend(_open(subject, field, fault) for fault in judged.open_objects)
     return out
+
+
+def _not_object(subject: str, field: str, fault: SchemaFault) -> Violation:
+    return violation(
+        SCHEMA_ROOT,
+        f'{field} is not an object schema; OpenAI: "Invalid schema for {subject}: '
+        f"{fault.words}\" (a function's parameters and a response format are objects at the "
+        "root: wrap an array or a union in an object's property)",
+        None,
+    )
 
 
 def _open(subject: str, field: str, fault: SchemaFault) -> Violation:
@@ -98,8 +120,9 @@ def chat_tool_schemas(seq: MessageSequence) -> list[Violation]:
     wanted = _json_schema(seq.envelope.get("response_format"))
     spec = wanted.get("json_schema") if wanted is not None else None
     response_format = None
-    if isinstance(spec, dict) and _strict(spec):
-        response_format = StrictFormat(spec.get("name"), spec.get("schema"), "response_format")
+    if isinstance(spec, dict):
+        name, schema = spec.get("name"), spec.get("schema")
+        response_format = ResponseFormat(name, schema, _strict(spec), "response_format")
     return _refused(seq, "tools[{}].function.parameters", strict, response_format)
 
 
@@ -109,8 +132,7 @@ def responses_tool_schemas(seq: MessageSequence) -> list[Violation]:
     text = seq.envelope.get("text")
     wanted = _json_schema(text.get("format") if isinstance(text, dict) else None)
     response_format = None
-    if wanted is not None and _strict(wanted):
-        response_format = StrictFormat(
-            wanted.get("name"), wanted.get("schema"), "text.format.schema"
-        )
+    if wanted is not None:
+        name, schema = wanted.get("name"), wanted.get("schema")
+        response_format = ResponseFormat(name, schema, _strict(wanted), "text.format.schema")
     return _refused(seq, "tools[{}].parameters", strict, response_format)
