@@ -455,3 +455,37 @@ def test_a_required_name_with_no_property_beside_it_is_refused_with_geminis_fiel
     fixed = {"type": "OBJECT", "properties": {"issue_fields": {"type": "ARRAY", "items": defined}}}
     assert check(declared("parameters", fixed)).ready
     assert check(declared("parametersJsonSchema", {"type": "object", "required": ["x"]})).ready
+
+
+def test_an_enum_gemini_takes_only_as_strings_is_refused_with_geminis_words():
+    """claude-code-router #475: an enum on a property with no type ("…enum: only allowed for
+    STRING type"); azure-devops-mcp #145: an enum of numbers ("Invalid value at '…enum[0]'
+    (TYPE_STRING), 0"). Strings on a STRING schema go up, nullable or not."""
+
+    def prop(**schema: Any) -> dict[str, Any]:
+        return {"type": "OBJECT", "properties": {"mode": schema}}
+
+    cases = [
+        (
+            prop(enum=["head", "tail"]),
+            "tools[0].function_declarations[1].parameters.properties[mode].enum: only allowed "
+            "for STRING type",
+        ),
+        (prop(type="INTEGER", enum=["1", "2"]), "properties[mode].enum: only allowed for STRING"),
+        (
+            prop(type="INTEGER", enum=[0, 1]),
+            "Invalid value at 'tools[0].function_declarations[1].parameters.properties[mode]."
+            "enum[0]' (TYPE_STRING), 0",
+        ),
+    ]
+    for schema, words in cases:
+        verdict = check(declared("parameters", schema))
+        assert verdict.rules == ["gemini_enum_not_string"]
+        assert words in verdict.violations[0].message
+    for schema in (
+        prop(type="STRING", enum=["head", "tail"]),
+        prop(type="STRING", enum=["head", "tail"], nullable=True),
+        prop(type="string", format="enum", enum=["a"]),
+    ):
+        assert check(declared("parameters", schema)).ready
+    assert check(declared("parametersJsonSchema", prop(type="integer", enum=[0, 1]))).ready

@@ -1293,6 +1293,39 @@ async def test_moltis_747_a_required_property_never_defined_is_refused_by_name(
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_claude_code_router_475_an_enum_on_a_schema_with_no_type_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """musistudio/claude-code-router #475 (and 9router #359, musistudio/llms PR #20): tools
+    converted for Gemini carried an enum on a property with no type, and Gemini answered
+    "GenerateContentRequest.tools[0].function_declarations[14].parameters.properties
+    [truncateMode].enum: only allowed for STRING type" to every request. turngate refuses it
+    before sending, with Gemini's field path; typed as STRING it goes up."""
+    stack = await make_stack()
+
+    def read(mode: genai_types.Schema) -> list[genai_types.Tool]:
+        schema = genai_types.Schema(type=genai_types.Type.OBJECT, properties={"truncateMode": mode})
+        declaration = genai_types.FunctionDeclaration(name="read_file", parameters=schema)
+        return [genai_types.Tool(function_declarations=[declaration])]
+
+    untyped = genai_types.Schema(enum=["head", "tail"])
+    error = await gemini_refusal(stack, read(untyped))
+    message = refused(stack, error, "gemini_enum_not_string", "read_file")
+    words = "parameters.properties[truncateMode].enum: only allowed for STRING type"
+    assert words in message
+    text = {"role": "model", "parts": [{"text": "Read."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    typed = untyped.model_copy(update={"type": genai_types.Type.STRING})
+    client = genai_sdk(stack)
+    config = genai_types.GenerateContentConfig(tools=read(typed))  # type: ignore[arg-type]
+    await client.aio.models.generate_content(
+        model="gemini-2.5-flash", contents="Read the log", config=config
+    )
+    await client.aio.aclose()
+    assert len(stack.upstream.received) == 1
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     make_stack: StackFactory,
 ):

@@ -8,6 +8,8 @@ toolset (the rules in rules/openai_schemas.py and rules/gemini.py word it each t
   ``properties`` (OpenAI's strict mode);
 - an undefined requirement: a name in ``required`` with no property of that name beside it
   (Gemini's "required[0]: property is not defined");
+- a non-string enum: values other than strings, or an enum on a schema not of type string
+  (Gemini's "enum: only allowed for STRING type");
 - a root that is not an object schema: a ``type`` other than ``"object"``, or no ``type``
   beside a root ``anyOf`` / ``oneOf`` / ``allOf`` (OpenAI's "schema must be a JSON Schema of
   'type: "object"'").
@@ -19,7 +21,7 @@ text, in a bounded memo. Paths are tuples of keys, as OpenAI writes them
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -52,20 +54,27 @@ def subschemas(node: object, path: Path = ()) -> Iterator[tuple[dict[str, Any], 
         yield from subschemas(node.get(key), (*path, key))
 
 
-def _bare_array(schema: dict[str, Any]) -> bool:
-    return schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema
+# Each check looks at one schema and returns where below it the fault is and the words for
+# it, or None.
+Found = tuple[Path, str] | None
+
+
+def _bare_array(schema: dict[str, Any]) -> Found:
+    if schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema:
+        return (), "array schema missing items."
+    return None
 
 
 _EVERY_KEY = "'required' is required to be supplied and to be an array including every key in"
 
 
-def _open_object(schema: dict[str, Any]) -> str | None:
+def _open_object(schema: dict[str, Any]) -> Found:
     """OpenAI's words for what strict mode refuses in this one schema, if anything."""
     kind = schema.get("type")
     if kind != "object" and not (isinstance(kind, list) and "object" in kind):
         return None
     if schema.get("additionalProperties") is not False:
-        return "'additionalProperties' is required to be supplied and to be false."
+        return (), "'additionalProperties' is required to be supplied and to be false."
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return None
@@ -73,26 +82,48 @@ def _open_object(schema: dict[str, Any]) -> str | None:
     listed = required if isinstance(required, list) else []
     missing = [name for name in properties if name not in listed]
     if missing:
-        return f"{_EVERY_KEY} properties. Missing {missing[0]!r}."
+        return (), f"{_EVERY_KEY} properties. Missing {missing[0]!r}."
     extra = [name for name in listed if name not in properties]
     if extra:
-        return f"{_EVERY_KEY} properties. Extra required key {extra[0]!r} supplied."
+        return (), f"{_EVERY_KEY} properties. Extra required key {extra[0]!r} supplied."
     return None
 
 
-def _undefined_required(schema: dict[str, Any]) -> tuple[int, str] | None:
-    """The first name ``required`` lists with no property of that name, and its place."""
+def _undefined_required(schema: dict[str, Any]) -> Found:
+    """The first name ``required`` lists with no property of that name beside it."""
     required = schema.get("required")
     if not isinstance(required, list):
         return None
     properties = schema.get("properties")
     defined = properties if isinstance(properties, dict) else {}
-    for position, name in enumerate(required):
+    for place, name in enumerate(required):
         if name not in defined:
-            return position, str(name)
+            return (f"required[{place}]",), str(name)
     return None
 
 
+def _non_string_enum(schema: dict[str, Any]) -> Found:
+    """Gemini's words for an enum that is not one of strings on a string schema. A null among
+    the values is the adapter's spelling of OpenAPI's ``nullable`` and is passed over."""
+    enum = schema.get("enum")
+    if not isinstance(enum, list):
+        return None
+    for place, value in enumerate(enum):
+        if value is not None and not isinstance(value, str):
+            return (f"enum[{place}]",), f"(TYPE_STRING), {orjson.dumps(value).decode()}"
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if not any(isinstance(k, str) and k.lower() == "string" for k in kinds):
+        return ("enum",), "only allowed for STRING type"
+    return None
+
+
+_NODE_CHECKS: dict[str, Callable[[dict[str, Any]], Found]] = {
+    "bare_arrays": _bare_array,
+    "open_objects": _open_object,
+    "undefined_required": _undefined_required,
+    "non_string_enums": _non_string_enum,
+}
 _COMPOSITIONS = ("anyOf", "oneOf", "allOf")
 
 
@@ -120,33 +151,24 @@ class SchemaFault(NamedTuple):
 class ToolsetFaults(NamedTuple):
     bare_arrays: tuple[SchemaFault, ...] = ()
     open_objects: tuple[SchemaFault, ...] = ()
+    """Sought only in schemas marked strict."""
     undefined_required: tuple[SchemaFault, ...] = ()
+    non_string_enums: tuple[SchemaFault, ...] = ()
     other_roots: tuple[SchemaFault, ...] = ()
 
 
-def _first_faults(position: int, schema: object, strict: bool) -> ToolsetFaults:
-    array: SchemaFault | None = None
-    opened: SchemaFault | None = None
-    undefined: SchemaFault | None = None
+def _first_faults(position: int, schema: object, strict: bool) -> dict[str, SchemaFault]:
+    checks = {k: c for k, c in _NODE_CHECKS.items() if strict or k != "open_objects"}
+    first: dict[str, SchemaFault] = {}
     for node, path in subschemas(schema):
-        if array is None and _bare_array(node):
-            array = SchemaFault(position, path, "array schema missing items.")
-        if strict and opened is None:
-            words = _open_object(node)
-            if words is not None:
-                opened = SchemaFault(position, path, words)
-        if undefined is None:
-            found = _undefined_required(node)
-            if found is not None:
-                place, name = found
-                undefined = SchemaFault(position, (*path, f"required[{place}]"), name)
+        for kind, check in checks.items():
+            if kind not in first and (found := check(node)) is not None:
+                below, words = found
+                first[kind] = SchemaFault(position, (*path, *below), words)
     root = _root_fault(schema)
-    rooted = SchemaFault(position, (), root) if root is not None else None
-    return ToolsetFaults(_some(array), _some(opened), _some(undefined), _some(rooted))
-
-
-def _some(fault: SchemaFault | None) -> tuple[SchemaFault, ...]:
-    return () if fault is None else (fault,)
+    if root is not None:
+        first["other_roots"] = SchemaFault(position, (), root)
+    return first
 
 
 @lru_cache(maxsize=256)
@@ -156,10 +178,7 @@ def _judged(toolset: bytes) -> ToolsetFaults:
         for position, (schema, strict) in enumerate(orjson.loads(toolset))
     ]
     return ToolsetFaults(
-        bare_arrays=tuple(f for each in found for f in each.bare_arrays),
-        open_objects=tuple(f for each in found for f in each.open_objects),
-        undefined_required=tuple(f for each in found for f in each.undefined_required),
-        other_roots=tuple(f for each in found for f in each.other_roots),
+        **{kind: tuple(f[kind] for f in found if kind in f) for kind in ToolsetFaults._fields}
     )
 
 

@@ -299,10 +299,12 @@ def _declarations(seq: MessageSequence) -> dict[int, list[ToolDef]]:
 def openapi_schema_faults(seq: MessageSequence) -> list[Violation]:
     """What Gemini refuses in a function declared with ``parameters`` (its OpenAPI schema):
     an array with no ``items`` ("…parameters.properties[tags].items: missing field."), as
-    OpenAI does (openai_schemas.py), and a ``required`` name with no property of that name
+    OpenAI does (openai_schemas.py); a ``required`` name with no property of that name
     beside it ("…parameters.required[0]: property is not defined"), as the GitHub MCP
-    server's array items declare (moltis #747, #849). ``parametersJsonSchema`` is left to
-    Gemini."""
+    server's array items declare (moltis #747, #849); an enum of other than strings, or on a
+    schema not of type STRING ("…properties[truncateMode].enum: only allowed for STRING
+    type": claude-code-router #475, azure-devops-mcp #145). ``parametersJsonSchema`` is left
+    to Gemini."""
     placed = [
         (entry, position, tool)
         for entry, tools in _declarations(seq).items()
@@ -323,6 +325,24 @@ def openapi_schema_faults(seq: MessageSequence) -> list[Violation]:
                 f"function {tool.name!r} declares an array with no items schema; Gemini: "
                 f'"GenerateContentRequest.{field}.items: missing field." (give the array an '
                 "items schema)",
+                None,
+            )
+        )
+    for fault in faults.non_string_enums:
+        entry, position, tool = placed[fault.position]
+        field = _declared_field(entry, position, fault.path)
+        if fault.words.startswith("(TYPE_STRING)"):
+            quoted = f"Invalid value at '{field}' {fault.words}"
+            fix = "write each value as a string"
+        else:
+            quoted = f"GenerateContentRequest.{field}: {fault.words}"
+            fix = 'add "type": "STRING"'
+        out.append(
+            violation(
+                "gemini_enum_not_string",
+                f"function {tool.name!r} declares an enum Gemini takes only as strings on a "
+                f'string schema; Gemini: "{quoted}" ({fix}, or declare the function with '
+                "parametersJsonSchema)",
                 None,
             )
         )
