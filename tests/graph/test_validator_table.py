@@ -254,6 +254,21 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_schema_root",
     ),
     (
+        "tool_choice kept on a turn whose tools were all filtered out (none declared)",
+        {"model": "gpt-4o", "messages": [user("hi")], "tool_choice": "required"},
+        "REJECTED",
+        "openai_tool_choice",
+    ),
+    (
+        "tool_choice forcing a function that is not declared",
+        {
+            **body(user("hi")),
+            "tool_choice": {"type": "function", "function": {"name": "get_forecast"}},
+        },
+        "REJECTED",
+        "openai_tool_choice",
+    ),
+    (
         "129 tools declared by several MCP servers (claude-code-router #686)",
         {
             **body(user("hi")),

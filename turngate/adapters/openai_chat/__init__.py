@@ -35,6 +35,7 @@ CAPABILITIES = Capabilities(
         "chat_tool_name_pattern",
         "chat_tools_too_many",
         "chat_tool_schemas",
+        "chat_tool_choice",
     ),
 )
 

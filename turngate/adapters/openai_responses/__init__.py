@@ -33,7 +33,11 @@ CAPABILITIES = Capabilities(
         "responses_item_id_prefix",
         "responses_item_not_stored",
     ),
-    request_rules=("responses_tool_name_pattern", "responses_tool_schemas"),
+    request_rules=(
+        "responses_tool_name_pattern",
+        "responses_tool_schemas",
+        "responses_tool_choice",
+    ),
     # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and
     # tools, as the Assistants it replaces did.
     tools_held_by=("prompt",),
