@@ -918,6 +918,49 @@ async def test_openai_agents_4114_a_strict_schema_with_an_open_object_is_refused
     assert sent.json()["tools"][0]["function"]["strict"] is True
 
 
+LS_OUTPUT = "src/main.rb\n" * 900_000  # 10,800,000 characters: a runaway `ls -R`
+
+
+async def test_roast_52_a_tool_output_past_openais_string_limit_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """Shopify/roast #52 (and earendil-works/pi #2122): a tool's output of more than
+    10,485,760 characters went back into the conversation, and OpenAI answered "Invalid
+    'messages[5].content': string too long. Expected a string with maximum length 10485760"
+    on that turn and every turn after it: the session was dead. turngate refuses it before
+    sending, naming the call whose output it is; cut to what a model reads, it goes up."""
+    stack = await make_stack()
+    call = chat_call("call_ls", '{"path": "."}')
+    call["function"]["name"] = "run_command"
+    history: list[Any] = [
+        {"role": "user", "content": "List the repository"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="gpt-4o",
+                messages=[
+                    *history,
+                    {"role": "tool", "tool_call_id": "call_ls", "content": LS_OUTPUT},
+                ],
+            )
+    message = refused(stack, caught.value, "openai_string_too_long", "call_ls")
+    words = (
+        "Invalid 'messages[2].content': string too long. Expected a string with maximum length "
+        "10485760, but got a string with length 10800000 instead."
+    )
+    assert words in message
+    stack.upstream.reply(chat_answer())
+    cut = LS_OUTPUT[:20_000]
+    async with openai_sdk(stack) as client:
+        await client.chat.completions.create(
+            model="gpt-4o",
+            messages=[*history, {"role": "tool", "tool_call_id": "call_ls", "content": cut}],
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_openai_agents_2293_an_item_id_without_its_types_prefix_is_refused_by_name(
     make_stack: StackFactory,
 ):

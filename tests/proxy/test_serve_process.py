@@ -233,9 +233,11 @@ async def test_sigkill_between_claim_and_send_leaves_dispatching_then_unknown(
     turngate = Turngate(unused_tcp_port, tmp_path / "state.db", deaf_upstream)
     try:
         await turngate.start()
-        # Larger than every socket buffer between here and a peer that never reads; for a
-        # model with no window in the model table, which context admission leaves alone.
-        big = orjson.dumps({**body(user("x" * 24_000_000)), "model": "unlisted-model"})
+        # Larger than every socket buffer between here and a peer that never reads (in
+        # strings within OpenAI's 10 MiB each); for a model with no window in the model table,
+        # which context admission leaves alone.
+        texts = [user("x" * 8_000_000) for _ in range(3)]
+        big = orjson.dumps({**body(*texts), "model": "unlisted-model"})
         request = asyncio.ensure_future(send_chat(turngate.url, big))
         ((operation_id, _state, _m),) = await wait_for(
             lambda: [r for r in stored_operations(turngate.state) if r[1] == "DISPATCHING"]

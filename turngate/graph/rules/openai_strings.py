@@ -1,0 +1,87 @@
+"""OpenAI's limit on one string of a request (Chat and Responses, request rule): no text,
+tool output or call's arguments longer than 10,485,760 characters. A tool that returns a
+whole log or file, replayed into the next turn, gets "Invalid 'input[4].output': string too
+long. Expected a string with maximum length 10485760, but got a string with length 15231668
+instead." (code ``string_above_max_length``) on that turn and every one after it (codex,
+nanobot #694). turngate refuses it before sending, naming the message and the call.
+
+Plain Chat requests are read from their outline: a length per string, no blocks built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from turngate.graph.model import (
+    Message,
+    MessageSequence,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from turngate.graph.rules import rule
+from turngate.graph.validator import Violation, violation
+
+STRING_TOO_LONG = "openai_string_too_long"
+MAX_STRING = 10_485_760
+
+
+class LongString(NamedTuple):
+    field: str
+    """Where OpenAI names it, as far as turngate can tell: a path ending ``…`` points into
+    the item (a content part, a tool output)."""
+    what: str
+    call_id: str | None
+    length: int
+
+
+def _in_message(message: Message) -> Iterator[LongString]:
+    where = message.location
+    for block in message.blocks:
+        if isinstance(block, TextBlock) and len(block.text) > MAX_STRING:
+            whole = message.shape == "string"
+            field = f"{where}.content" if whole else f"{where}…"
+            yield LongString(field, "a text", None, len(block.text))
+        elif isinstance(block, ToolCallBlock) and len(block.arguments) > MAX_STRING:
+            what = f"the arguments of call {block.call_id!r}"
+            yield LongString(f"{where}…", what, block.call_id, len(block.arguments))
+        elif isinstance(block, ToolResultBlock):
+            for part in block.content:
+                if isinstance(part, TextBlock) and len(part.text) > MAX_STRING:
+                    what = f"the result of call {block.call_id!r}"
+                    yield LongString(f"{where}…", what, block.call_id, len(part.text))
+
+
+def _long_strings(seq: MessageSequence) -> Iterator[LongString]:
+    outline = seq.outline
+    if outline is None:
+        for message in seq.messages:
+            yield from _in_message(message)
+        return
+    for index, (_role, text, calls, answers) in enumerate(outline.messages):
+        if text is not None and len(text) > MAX_STRING:
+            what = "a text" if answers is None else f"the result of call {answers!r}"
+            yield LongString(f"messages[{index}].content", what, answers, len(text))
+        for position, (call_id, _name, arguments, _whole) in enumerate(calls):
+            if len(arguments) > MAX_STRING:
+                field = f"messages[{index}].tool_calls[{position}].function.arguments"
+                what = f"the arguments of call {call_id!r}"
+                yield LongString(field, what, call_id, len(arguments))
+
+
+@rule("openai_string_length")
+def strings_too_long(seq: MessageSequence) -> list[Violation]:
+    return [
+        violation(
+            STRING_TOO_LONG,
+            f"{found.what} in {found.field.rstrip('…')} holds "
+            f"{found.length} characters; OpenAI: \"Invalid '{found.field}': string too long. "
+            f"Expected a string with maximum length {MAX_STRING}, but got a string with length "
+            f"{found.length} instead.\" (cut a tool's output before it goes back into the "
+            "conversation, or send it as a file)",
+            None,
+            call_id=found.call_id,
+        )
+        for found in _long_strings(seq)
+    ]
