@@ -1,6 +1,7 @@
 """OpenAI refuses any one string of a request longer than 10,485,760 characters: a text, a
 tool's output, a call's arguments. turngate refuses it before sending, naming the message
-and the call, from the outline of a plain Chat request and from built blocks alike."""
+and the call; a plain Chat request holding one is never outlined, so it is judged on its
+built blocks like any other."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ WORDS = "string too long. Expected a string with maximum length 10485760, but go
             chat(chat_call("{}"), {"role": "tool", "tool_call_id": "call_1", "content": LONG}),
             "messages[2].content",
             "the result of call 'call_1'",
-            id="a plain tool message (outlined)",
+            id="a plain tool message",
         ),
         pytest.param(
             chat(
@@ -95,7 +96,26 @@ def test_a_responses_tool_output_past_the_limit_is_refused_and_one_at_it_goes_up
         return {"model": "gpt-5", "input": [{"role": "user", "content": "go"}, call, answer]}
 
     (message,) = refusals("openai_responses", body(LONG))
-    assert f"Invalid 'input[2]…': {WORDS}length {MAX_STRING + 1} instead." in message
+    assert f"Invalid 'input[2].output': {WORDS}length {MAX_STRING + 1} instead." in message
     assert refusals("openai_responses", body(FITS)) == []
     plain = chat(chat_call("{}"), {"role": "tool", "tool_call_id": "call_1", "content": FITS})
     assert refusals("openai_chat", plain) == []
+
+
+def test_a_plain_chat_request_is_outlined_unless_a_string_is_past_the_limit():
+    """The rule runs on built blocks only; the outline declines what it would refuse."""
+    adapter = get_adapter("openai_chat")
+    answer = {"role": "tool", "tool_call_id": "call_1", "content": "done"}
+    for fits, long in (
+        (
+            chat(chat_call("{}"), {**answer, "content": FITS}),
+            chat(chat_call("{}"), {**answer, "content": LONG}),
+        ),
+        (chat(chat_call(f'"{FITS[:-2]}"'), answer), chat(chat_call(f'"{LONG[:-2]}"'), answer)),
+        (
+            {"model": "gpt-4o", "messages": [{"role": "user", "content": FITS}]},
+            {"model": "gpt-4o", "messages": [{"role": "user", "content": LONG}]},
+        ),
+    ):
+        assert adapter.parse_request(fits).outline is not None
+        assert adapter.parse_request(long).outline is None

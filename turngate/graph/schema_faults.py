@@ -157,6 +157,10 @@ class ToolsetFaults(NamedTuple):
     other_roots: tuple[SchemaFault, ...] = ()
 
 
+NO_FAULTS = ToolsetFaults()
+"""The faults of a toolset that has none: always this object."""
+
+
 def _first_faults(position: int, schema: object, strict: bool) -> dict[str, SchemaFault]:
     checks = {k: c for k, c in _NODE_CHECKS.items() if strict or k != "open_objects"}
     first: dict[str, SchemaFault] = {}
@@ -182,17 +186,14 @@ def _judged(toolset: bytes) -> ToolsetFaults:
     )
 
 
-_NONE = ToolsetFaults()
-
-
 def judge_toolset(schemas: list[tuple[object, bool]]) -> ToolsetFaults:
     """The first fault of each kind in each of a toolset's schemas, each schema given with
     whether it is marked strict (None for a tool not checked; open objects are sought only
     in strict ones). Judged once per toolset by its JSON text, the same on every turn of an
     agent. A toolset nested past orjson's depth is left to the request's depth check."""
     if not any(isinstance(schema, dict) for schema, _strict in schemas):
-        return _NONE
+        return NO_FAULTS
     try:
         return _judged(orjson.dumps(schemas))
     except orjson.JSONEncodeError:
-        return _NONE
+        return NO_FAULTS

@@ -21,6 +21,7 @@ CAPABILITIES = Capabilities(
     merges_runs=False,
     max_call_id_length=40,
     extra_rules=(
+        "openai_string_too_long",
         "chat_empty_array",
         "chat_content_required",
         "chat_empty_call_name",
@@ -36,7 +37,6 @@ CAPABILITIES = Capabilities(
         "chat_tools_too_many",
         "chat_tool_schemas",
         "chat_tool_choice",
-        "openai_string_length",
     ),
 )
 

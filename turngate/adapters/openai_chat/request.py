@@ -43,6 +43,7 @@ from turngate.graph.model import (
 )
 from turngate.graph.outline import OutlineCall, OutlineMessage, SequenceOutline
 from turngate.graph.rules.openai_chat import MAX_ARRAY, name_fits
+from turngate.graph.rules.openai_strings import MAX_STRING
 
 API: ApiName = "openai_chat"
 ADAPTER_ID = "openai_chat@1"
@@ -115,7 +116,8 @@ def outline_messages(messages_in: list[Any]) -> tuple[OutlineMessage, ...] | Non
     Each test below keeps a message out of the outline unless ``parse_message`` would build
     exactly a text block in its role, function calls with no extra fields, or a result of one
     text part, with no attrs anywhere; and none is a shape graph/rules/openai_chat.py refuses
-    (no messages, a call name outside OpenAI's pattern, more than 128 calls in a message).
+    (no messages, a call name outside OpenAI's pattern, more than 128 calls in a message) or
+    graph/rules/openai_strings.py does (a string past OpenAI's limit).
     """
     if not messages_in:
         return None
@@ -130,14 +132,19 @@ def outline_messages(messages_in: list[Any]) -> tuple[OutlineMessage, ...] | Non
             return None
         if role == "tool":
             call_id = native.get("tool_call_id")
-            if type(content) is not str or type(call_id) is not str or "tool_calls" in native:
+            if (
+                type(content) is not str
+                or type(call_id) is not str
+                or "tool_calls" in native
+                or len(content) > MAX_STRING
+            ):
                 return None
             append((role, content, (), call_id))
             continue
         if role not in _PLAIN_ROLES or "tool_call_id" in native:
             return None
         if "tool_calls" not in native:
-            if type(content) is not str:
+            if type(content) is not str or len(content) > MAX_STRING:
                 return None
             append((role, content, (), None))
             continue
@@ -149,7 +156,7 @@ def outline_messages(messages_in: list[Any]) -> tuple[OutlineMessage, ...] | Non
             or len(calls_in) > MAX_ARRAY
         ):
             return None
-        if content is not None and type(content) is not str:
+        if content is not None and (type(content) is not str or len(content) > MAX_STRING):
             return None
         calls = _outline_calls(calls_in)
         if calls is None:
@@ -176,6 +183,7 @@ def _outline_calls(calls_in: list[Any]) -> tuple[OutlineCall, ...] | None:
             or not name_fits(name)
             or type(arguments) is not str
             or not function.keys() <= _FUNCTION_FIELDS
+            or len(arguments) > MAX_STRING
         ):
             return None
         calls.append((call_id, name, arguments, arguments_complete(arguments)))

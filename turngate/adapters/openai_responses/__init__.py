@@ -27,6 +27,7 @@ CAPABILITIES = Capabilities(
     # maximum length 64".
     max_call_id_length=64,
     extra_rules=(
+        "openai_string_too_long",
         "responses_reasoning_unbound",
         "responses_output_type_mismatch",
         "responses_duplicate_item",
@@ -37,7 +38,6 @@ CAPABILITIES = Capabilities(
         "responses_tool_name_pattern",
         "responses_tool_schemas",
         "responses_tool_choice",
-        "openai_string_length",
     ),
     # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and
     # tools, as the Assistants it replaces did.

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from turngate.graph.model import MessageSequence
 from turngate.graph.rules import rule
-from turngate.graph.schema_faults import SchemaFault, judge_toolset
+from turngate.graph.schema_faults import NO_FAULTS, SchemaFault, judge_toolset
 from turngate.graph.validator import Violation, violation
 
 ARRAY_ITEMS = "openai_array_items"
@@ -48,13 +48,16 @@ class ResponseFormat(NamedTuple):
 
 
 def _refused(
-    seq: MessageSequence, param: str, strict: list[bool], response_format: ResponseFormat | None
+    seq: MessageSequence,
+    param: str,
+    schemas: list[tuple[object, bool]],
+    response_format: ResponseFormat | None,
 ) -> list[Violation]:
-    schemas = [
-        (tool.parameters if tool.tool_type == "function" else None, marked)
-        for tool, marked in zip(seq.tools, strict, strict=True)
-    ]
+    """``schemas``: each declared tool's parameters (None but for a function), and whether
+    the tool is marked strict."""
     faults = judge_toolset(schemas)
+    if faults is NO_FAULTS and response_format is None:
+        return []
     out: list[Violation] = []
     for fault in faults.other_roots:
         name = seq.tools[fault.position].name
@@ -116,23 +119,31 @@ def _json_schema(wanted: object) -> dict[str, Any] | None:
 
 @rule("chat_tool_schemas")
 def chat_tool_schemas(seq: MessageSequence) -> list[Violation]:
-    strict = [_strict(tool.attrs.get("function")) for tool in seq.tools]
+    schemas = [
+        (tool.parameters, _strict(tool.attrs.get("function")))
+        if tool.tool_type == "function"
+        else (None, False)
+        for tool in seq.tools
+    ]
     wanted = _json_schema(seq.envelope.get("response_format"))
     spec = wanted.get("json_schema") if wanted is not None else None
     response_format = None
     if isinstance(spec, dict):
         name, schema = spec.get("name"), spec.get("schema")
         response_format = ResponseFormat(name, schema, _strict(spec), "response_format")
-    return _refused(seq, "tools[{}].function.parameters", strict, response_format)
+    return _refused(seq, "tools[{}].function.parameters", schemas, response_format)
 
 
 @rule("responses_tool_schemas")
 def responses_tool_schemas(seq: MessageSequence) -> list[Violation]:
-    strict = [_strict(tool.attrs) for tool in seq.tools]
+    schemas = [
+        (tool.parameters, _strict(tool.attrs)) if tool.tool_type == "function" else (None, False)
+        for tool in seq.tools
+    ]
     text = seq.envelope.get("text")
     wanted = _json_schema(text.get("format") if isinstance(text, dict) else None)
     response_format = None
     if wanted is not None:
         name, schema = wanted.get("name"), wanted.get("schema")
         response_format = ResponseFormat(name, schema, _strict(wanted), "text.format.schema")
-    return _refused(seq, "tools[{}].parameters", strict, response_format)
+    return _refused(seq, "tools[{}].parameters", schemas, response_format)

@@ -5,7 +5,8 @@ long. Expected a string with maximum length 10485760, but got a string with leng
 instead." (code ``string_above_max_length``) on that turn and every one after it (codex,
 nanobot #694). turngate refuses it before sending, naming the message and the call.
 
-Plain Chat requests are read from their outline: a length per string, no blocks built.
+It runs on built blocks only (an extra rule): Chat's outline is never built for a request
+holding such a string (``openai_chat.request.outline_messages``).
 """
 
 from __future__ import annotations
@@ -37,40 +38,33 @@ class LongString(NamedTuple):
 
 
 def _in_message(message: Message) -> Iterator[LongString]:
-    where = message.location
+    where, whole = message.location, message.shape == "string"
+    chat = message.origin == "messages"
+    calls = 0
     for block in message.blocks:
         if isinstance(block, TextBlock) and len(block.text) > MAX_STRING:
-            whole = message.shape == "string"
             field = f"{where}.content" if whole else f"{where}…"
             yield LongString(field, "a text", None, len(block.text))
-        elif isinstance(block, ToolCallBlock) and len(block.arguments) > MAX_STRING:
-            what = f"the arguments of call {block.call_id!r}"
-            yield LongString(f"{where}…", what, block.call_id, len(block.arguments))
+        elif isinstance(block, ToolCallBlock):
+            if len(block.arguments) > MAX_STRING:
+                what = f"the arguments of call {block.call_id!r}"
+                inner = f".tool_calls[{calls}].function.arguments" if chat else ".arguments"
+                yield LongString(f"{where}{inner}", what, block.call_id, len(block.arguments))
+            calls += 1
         elif isinstance(block, ToolResultBlock):
+            inner = (".content" if chat else ".output") if whole else "…"
             for part in block.content:
                 if isinstance(part, TextBlock) and len(part.text) > MAX_STRING:
                     what = f"the result of call {block.call_id!r}"
-                    yield LongString(f"{where}…", what, block.call_id, len(part.text))
+                    yield LongString(f"{where}{inner}", what, block.call_id, len(part.text))
 
 
 def _long_strings(seq: MessageSequence) -> Iterator[LongString]:
-    outline = seq.outline
-    if outline is None:
-        for message in seq.messages:
-            yield from _in_message(message)
-        return
-    for index, (_role, text, calls, answers) in enumerate(outline.messages):
-        if text is not None and len(text) > MAX_STRING:
-            what = "a text" if answers is None else f"the result of call {answers!r}"
-            yield LongString(f"messages[{index}].content", what, answers, len(text))
-        for position, (call_id, _name, arguments, _whole) in enumerate(calls):
-            if len(arguments) > MAX_STRING:
-                field = f"messages[{index}].tool_calls[{position}].function.arguments"
-                what = f"the arguments of call {call_id!r}"
-                yield LongString(field, what, call_id, len(arguments))
+    for message in seq.messages:
+        yield from _in_message(message)
 
 
-@rule("openai_string_length")
+@rule(STRING_TOO_LONG)
 def strings_too_long(seq: MessageSequence) -> list[Violation]:
     return [
         violation(
