@@ -353,7 +353,7 @@ async def test_a_non_streamed_answer_of_a_cancelled_generation_is_not_delivered(
     make_stack: StackFactory,
 ) -> None:
     stack = await make_stack()
-    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=0.5))
+    stack.upstream.reply(dataclasses.replace(CHAT_ANSWER, delay=1.5))
     headers = {HEADER: "conv-cancel-body", "Authorization": f"Bearer {OPENAI_KEY}"}
     question = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
     late = asyncio.create_task(post(stack, CHAT, question, headers))

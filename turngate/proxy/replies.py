@@ -39,7 +39,13 @@ from turngate.adapters.anthropic.request import thread_anchor
 from turngate.errors import SequenceRejected, TurngateError
 from turngate.graph.chained import OpenCall, open_calls, unanswered
 from turngate.graph.model import ApiName, MessageSequence
-from turngate.graph.rules.anthropic_thinking import Print, modified_thinking, signed_thinking
+from turngate.graph.rules.anthropic_thinking import (
+    NOT_RELAYED,
+    Print,
+    modified_thinking,
+    returned_thinking,
+    signed_thinking,
+)
 from turngate.graph.rules.openai_responses import (
     missing_reasoning,
     reasoning_bindings,
@@ -170,22 +176,31 @@ class Replies:
         committed by operation ``anchor`` for the same credential: another replica's, or
         this process's before a restart). An item of no answer found either way is left to
         the provider, and not looked up again."""
-        if seq.api != "openai_responses" or anchor is None:
+        returned = self._returned(seq)
+        if anchor is None or returned is None:
             return
-        unknown = [
-            key
-            for _item, item_id in returned_items(seq)
-            if item_id and self.reasoning.get(key := _key(credential, item_id)) is None
-        ]
+        memory, keys, unseen = returned
+        unknown = [key for item in keys if memory.get(key := _key(credential, item)) is None]
         if not unknown:
             return
         turn = await self._kept_turn(store, seq.api, anchor, credential, now=now)
         if turn is not None:
             self.committed(seq.api, turn, credential)
         for key in unknown:
-            if self.reasoning.get(key) is None:
-                self.reasoning.put(key, "")
+            if memory.get(key) is None:
+                memory.put(key, unseen)
         self.refuse_unbound_items(seq, credential)
+
+    def _returned(self, seq: MessageSequence) -> tuple[ReplyMemory[Any], list[str], Any] | None:
+        """The memory that judges what ``seq`` sends back of an answer, the keys it is
+        looked up by, and what is remembered for one no answer holds."""
+        if seq.api == "openai_responses":
+            items = [item_id for _item, item_id in returned_items(seq) if item_id]
+            return self.reasoning, items, ""
+        if seq.api == "anthropic":
+            signatures = [signature for signature, _print in returned_thinking(seq)]
+            return self.thinking, signatures, NOT_RELAYED
+        return None
 
     async def refuse_unanswered_kept(
         self,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 
-from turngate.graph.model import AnyBlock, MessageSequence, ReasoningBlock
+from turngate.graph.model import AnyBlock, Message, MessageSequence, ReasoningBlock
 from turngate.graph.validator import Violation, violation
 
 THINKING_MODIFIED = "anthropic_thinking_modified"
@@ -30,6 +30,9 @@ _ANTHROPIC = (
 
 # What is remembered of a relayed block's text: its length and digest.
 Print = tuple[int, str]
+# Remembered for a signature sought in a shared store and not found there: not judged, and
+# not sought again.
+NOT_RELAYED: Print = (-1, "")
 
 
 def signature_key(signature: str) -> str:
@@ -47,20 +50,31 @@ def signed_thinking(blocks: Iterable[AnyBlock]) -> Iterator[tuple[str, Print]]:
             yield signature_key(block.signature), _print(block.text)
 
 
+def _latest_assistant(seq: MessageSequence) -> Message | None:
+    if seq.api != "anthropic":
+        return None
+    return next((m for m in reversed(seq.messages) if m.role == "assistant"), None)
+
+
+def returned_thinking(seq: MessageSequence) -> list[tuple[str, Print]]:
+    """(signature key, text print) of each signed thinking block ``seq``'s latest assistant
+    message sends back: the blocks Anthropic holds to what it answered."""
+    latest = _latest_assistant(seq)
+    return [] if latest is None else list(signed_thinking(latest.blocks))
+
+
 def modified_thinking(
     seq: MessageSequence, relayed: Callable[[str], Print | None]
 ) -> list[Violation]:
     """The thinking blocks of ``seq``'s latest assistant message whose signature is one of a
     block ``relayed`` remembers, with other text."""
-    if seq.api != "anthropic":
-        return []
-    latest = next((m for m in reversed(seq.messages) if m.role == "assistant"), None)
+    latest = _latest_assistant(seq)
     if latest is None:
         return []
     out: list[Violation] = []
     for key, (length, digest) in signed_thinking(latest.blocks):
         kept = relayed(key)
-        if kept is None or kept == (length, digest):
+        if kept is None or kept in (NOT_RELAYED, (length, digest)):
             continue
         block = next(
             b
