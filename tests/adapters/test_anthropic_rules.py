@@ -320,6 +320,12 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_tool_name_pattern"],
     ),
     (
+        "an unset system prompt sent as one empty text block (MCPJam, VS Code BYOK)",
+        {**body(user("hi")), "system": [{"type": "text", "text": "", "cache_control": CACHED}]},
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
         "an MCP tool declared with a draft-4 boolean exclusiveMinimum (Dokploy/mcp #74)",
         body(user("add a record"), tools=[WEATHER_TOOL, schema_tool({"ttl": TTL_DRAFT_4})]),
         "REJECTED",

@@ -131,7 +131,7 @@ def _opens_with_compaction(message: Message) -> bool:
 
 @rule(EMPTY_CONTENT)
 def empty_content(seq: MessageSequence) -> list[Violation]:
-    out: list[Violation] = []
+    out = _empty_system_texts(seq)
     entries = _entries(seq)
     for position, entry in enumerate(entries):
         host = entry[0]
@@ -189,6 +189,24 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
                         )
                     )
     return out
+
+
+def _empty_system_texts(seq: MessageSequence) -> list[Violation]:
+    """Empty text blocks in a ``system`` list: "system: text content blocks must be
+    non-empty" (a client that sends an unset prompt as one empty block)."""
+    return [
+        violation(
+            EMPTY_CONTENT,
+            f"system text block '{block.id}' is empty; Anthropic: \"system: text content blocks "
+            'must be non-empty" (drop the block, or leave system out)',
+            message,
+            block,
+        )
+        for message in seq.messages
+        if message.origin == "system" and message.shape != "string"
+        for block in message.blocks
+        if isinstance(block, TextBlock) and block.text == ""
+    ]
 
 
 def _refuses_prefill(model: str | None) -> bool:
