@@ -320,6 +320,16 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_tool_name_pattern"],
     ),
     (
+        "a forced tool with thinking enabled (a structured-output call on a thinking model)",
+        {
+            **body(user("grade it"), tools=[WEATHER_TOOL]),
+            "thinking": {"type": "enabled", "budget_tokens": 2048},
+            "tool_choice": {"type": "tool", "name": WEATHER_TOOL["name"]},
+        },
+        "REJECTED",
+        ["anthropic_thinking_forced_tool"],
+    ),
+    (
         "an unset system prompt sent as one empty text block (MCPJam, VS Code BYOK)",
         {**body(user("hi")), "system": [{"type": "text", "text": "", "cache_control": CACHED}]},
         "REJECTED",
@@ -993,3 +1003,22 @@ def test_tool_schemas_valid_under_the_draft_go_up():
         {"type": "bash_20250124", "name": "bash"},
     ]
     assert verdict_of(body(user("go"), tools=tools)).ready
+
+
+@pytest.mark.parametrize(
+    ("thinking", "choice"),
+    [
+        ({"type": "enabled", "budget_tokens": 2048}, {"type": "auto"}),
+        ({"type": "enabled", "budget_tokens": 2048}, {"type": "none"}),
+        ({"type": "disabled"}, {"type": "any"}),
+        ({"type": "adaptive"}, {"type": "any"}),
+        (None, {"type": "tool", "name": "get_weather"}),
+    ],
+)
+def test_thinking_beside_a_choice_that_forces_nothing_goes_up(
+    thinking: dict[str, Any] | None, choice: dict[str, Any]
+):
+    request = {**body(user("grade it"), tools=[WEATHER_TOOL]), "tool_choice": choice}
+    if thinking is not None:
+        request["thinking"] = thinking
+    assert "anthropic_thinking_forced_tool" not in verdict_of(request).rules

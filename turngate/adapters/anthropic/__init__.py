@@ -33,6 +33,7 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_signature",
         "anthropic_thinking_disabled",
         "anthropic_thinking_order",
+        "anthropic_thinking_forced_tool",
         "anthropic_cache_breakpoints",
         "anthropic_tool_names_unique",
         "anthropic_tool_name_pattern",

@@ -67,6 +67,7 @@ THINKING_FIRST = "anthropic_thinking_first"
 THINKING_SIGNATURE = "anthropic_thinking_signature"
 THINKING_DISABLED = "anthropic_thinking_disabled"
 THINKING_ORDER = "anthropic_thinking_order"
+THINKING_FORCED_TOOL = "anthropic_thinking_forced_tool"
 CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
 TOOL_NAMES_UNIQUE = "anthropic_tool_names_unique"
 TOOL_NAME_PATTERN = "anthropic_tool_name_pattern"
@@ -370,6 +371,26 @@ def server_tool_ids(seq: MessageSequence) -> list[Violation]:
                 )
             )
     return out
+
+
+@rule(THINKING_FORCED_TOOL)
+def thinking_with_forced_tool(seq: MessageSequence) -> list[Violation]:
+    """Thinking enabled with a budget while ``tool_choice`` forces a tool (``any``, or a
+    named ``tool``): a structured-output call given a thinking model. Adaptive thinking is
+    left to Anthropic."""
+    choice = seq.envelope.get("tool_choice")
+    forced = choice.get("type") if isinstance(choice, dict) else None
+    if _thinking_type(seq) != "enabled" or forced not in ("any", "tool"):
+        return []
+    return [
+        violation(
+            THINKING_FORCED_TOOL,
+            f'thinking is enabled and tool_choice forces a tool (type "{forced}"); Anthropic: '
+            '"Thinking may not be enabled when tool_choice forces tool use." (use tool_choice '
+            "auto with thinking, or send this call without thinking)",
+            None,
+        )
+    ]
 
 
 def _thinking_type(seq: MessageSequence) -> str | None:
