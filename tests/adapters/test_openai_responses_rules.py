@@ -443,3 +443,40 @@ def test_with_store_false_an_item_known_only_by_its_id_is_refused() -> None:
     _seq, verdict = check([USER, reference, USER], store=False)
     assert verdict.rules == ["responses_item_not_stored"]
     assert "leave the reference out" in verdict.violations[0].message
+
+
+def test_each_text_part_is_typed_for_the_side_that_wrote_it():
+    """'Invalid value: 'input_text'. Supported values are: 'output_text' and 'refusal'.'
+    for an assistant's text sent as input; the reverse for a user's or a tool's output sent
+    as output_text. Each side's own types go up."""
+    from turngate.adapters import get_adapter
+    from turngate.graph.validator import validate
+
+    adapter = get_adapter("openai_responses")
+
+    def rules(items: list[dict[str, object]]) -> list[str]:
+        seq = adapter.parse_request({"model": "gpt-5", "input": items})
+        return validate(seq, adapter.capabilities).rules
+
+    def said(role: str, kind: str) -> dict[str, object]:
+        return {"role": role, "content": [{"type": kind, "text": "x"}]}
+
+    call = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"}
+
+    def output(kind: str) -> dict[str, object]:
+        parts = [{"type": "input_text", "text": "a"}, {"type": kind, "text": "b"}]
+        return {"type": "function_call_output", "call_id": "c1", "output": parts}
+
+    assert rules([said("user", "input_text"), said("assistant", "input_text")]) == [
+        "responses_part_type"
+    ]
+    for role in ("user", "system", "developer"):
+        assert rules([said(role, "output_text"), said("user", "input_text")]) == [
+            "responses_part_type"
+        ]
+    assert rules([said("user", "input_text"), call, output("output_text")]) == [
+        "responses_part_type"
+    ]
+    assert rules([said("user", "input_text"), said("assistant", "output_text")]) == []
+    assert rules([said("developer", "input_text"), said("user", "input_text")]) == []
+    assert rules([said("user", "input_text"), call, output("input_text")]) == []

@@ -237,6 +237,28 @@ RESPONSES_TABLE = [
         ],
         "responses_item_id_prefix",
     ),
+    (
+        "an assistant turn sent back as input_text (a history converted with one part type)",
+        [
+            _user("hi"),
+            {"role": "assistant", "content": [{"type": "input_text", "text": "Hello."}]},
+            _user("again"),
+        ],
+        "responses_part_type",
+    ),
+    (
+        "a tool's output returned as output_text (Codex CLI re-serialising an MCP result)",
+        [
+            _user("hi"),
+            _call("call_1"),
+            {
+                "type": "function_call_output",
+                "call_id": "call_1",
+                "output": [{"type": "output_text", "text": "sunny"}],
+            },
+        ],
+        "responses_part_type",
+    ),
 ]
 
 

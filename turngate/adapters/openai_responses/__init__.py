@@ -33,6 +33,7 @@ CAPABILITIES = Capabilities(
         "responses_duplicate_item",
         "responses_item_id_prefix",
         "responses_item_not_stored",
+        "responses_part_type",
     ),
     request_rules=(
         "responses_tool_name_pattern",
