@@ -320,6 +320,18 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_tool_name_pattern"],
     ),
     (
+        "the assistant's call folded into a user message (runs merged by mistake)",
+        body(user(text("hi"), tool_use("toolu_1")), assistant("ok"), user("go on")),
+        "REJECTED",
+        ["scope_crossing"],
+    ),
+    (
+        "thinking sent in a user message",
+        body(user(thinking("let me see"), text("hi"))),
+        "REJECTED",
+        ["scope_crossing"],
+    ),
+    (
         "a forced tool with thinking enabled (a structured-output call on a thinking model)",
         {
             **body(user("grade it"), tools=[WEATHER_TOOL]),

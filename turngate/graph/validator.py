@@ -23,6 +23,7 @@ from turngate.graph.model import (
     CompressionBlock,
     Message,
     MessageSequence,
+    ReasoningBlock,
     SnippetBlock,
     TextBlock,
     ToolCallBlock,
@@ -144,7 +145,7 @@ def validate(
                     if marker:
                         findings.append(_forgery_violation(message, block, marker))
                 continue
-            if type(block) is ToolCallBlock and block.role == role:
+            if type(block) is ToolCallBlock and block.role == role == "assistant":
                 found.extend(_check_call(message, block, caps))
             elif type(block) is ToolResultBlock and _plain_result_fits(message, block):
                 if scan:
@@ -272,8 +273,8 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
             out.append(
                 violation(
                     SCOPE_CROSSING,
-                    f"{block.kind} admitted as {block.scope} input sits in a "
-                    f"{message.role} message",
+                    f"{block.kind} admitted as {block.scope} input sits in "
+                    f"{_a(message.role)} message",
                     message,
                     block,
                 )
@@ -282,12 +283,29 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
         out.append(
             violation(
                 SCOPE_CROSSING,
-                f"{block.role} block '{block.id}' sits in a {message.role} message",
+                f"{block.role} block '{block.id}' sits in {_a(message.role)} message",
+                message,
+                block,
+            )
+        )
+    elif message.role != "assistant" and isinstance(block, ToolCallBlock | ReasoningBlock):
+        # A client that merges runs of messages by mistake folds the assistant's calls (or
+        # thinking) into a user message; Anthropic: "messages.0: `tool_use` blocks can only
+        # be in `assistant` messages".
+        out.append(
+            violation(
+                SCOPE_CROSSING,
+                f"{block.kind} block '{block.id}' sits in {_a(message.role)} message; only "
+                "assistant messages hold the model's tool calls and reasoning",
                 message,
                 block,
             )
         )
     return out
+
+
+def _a(role: str) -> str:
+    return f"an {role}" if role == "assistant" else f"a {role}"
 
 
 def _plain_result_fits(message: Message, block: ToolResultBlock) -> bool:
