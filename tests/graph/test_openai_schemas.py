@@ -281,3 +281,16 @@ def test_a_response_format_that_is_not_an_object_is_refused_strict_or_not():
     message = refusal("openai_responses", request, ROOT)
     assert message is not None
     assert message.startswith("text.format.schema is not an object schema")
+
+
+def test_a_required_list_holding_other_than_names_is_judged_by_its_names():
+    """Entries that are not strings (a dict, a list) name no property: the object still
+    misses its one property, and nothing raises."""
+    parameters = {
+        **obj(a=TEXT),
+        "additionalProperties": False,
+        "required": [{"x": 1}, ["a"], None],
+    }
+    message = refusal("openai_chat", chat(parameters, strict=True), STRICT)
+    assert message is not None
+    assert "Missing 'a'." in message

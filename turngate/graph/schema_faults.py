@@ -79,7 +79,9 @@ def _open_object(schema: dict[str, Any]) -> Found:
     if not isinstance(properties, dict):
         return None
     required = schema.get("required")
-    listed = required if isinstance(required, list) else []
+    listed = (
+        [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+    )
     missing = [name for name in properties if name not in listed]
     if missing:
         return (), f"{_EVERY_KEY} properties. Missing {missing[0]!r}."
@@ -97,8 +99,8 @@ def _undefined_required(schema: dict[str, Any]) -> Found:
     properties = schema.get("properties")
     defined = properties if isinstance(properties, dict) else {}
     for place, name in enumerate(required):
-        if name not in defined:
-            return (f"required[{place}]",), str(name)
+        if isinstance(name, str) and name not in defined:
+            return (f"required[{place}]",), name
     return None
 
 
@@ -194,6 +196,7 @@ def judge_toolset(schemas: list[tuple[object, bool]]) -> ToolsetFaults:
     if not any(isinstance(schema, dict) for schema, _strict in schemas):
         return NO_FAULTS
     try:
-        return _judged(orjson.dumps(schemas))
-    except orjson.JSONEncodeError:
+        toolset = orjson.dumps(schemas)
+    except orjson.JSONEncodeError:  # orjson's is TypeError itself: keep the try this narrow
         return NO_FAULTS
+    return _judged(toolset)

@@ -118,9 +118,10 @@ def tool_schemas(seq: MessageSequence) -> list[Violation]:
             objects.append((position, tool))
     if objects:
         try:
-            drafts = _draft_faults(orjson.dumps([tool.parameters for _p, tool in objects]))
-        except orjson.JSONEncodeError:
-            drafts = ()
+            toolset = orjson.dumps([tool.parameters for _p, tool in objects])
+        except orjson.JSONEncodeError:  # orjson's is TypeError itself: keep the try this narrow
+            toolset = None
+        drafts = _draft_faults(toolset) if toolset is not None else ()
         for (position, tool), detail in zip(objects, drafts, strict=False):
             if detail is not None:
                 faults.append((position, tool, f": {_DRAFT}", detail))
