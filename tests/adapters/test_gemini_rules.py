@@ -489,3 +489,23 @@ def test_an_enum_gemini_takes_only_as_strings_is_refused_with_geminis_words():
     ):
         assert check(declared("parameters", schema)).ready
     assert check(declared("parametersJsonSchema", prop(type="integer", enum=[0, 1]))).ready
+
+
+def test_a_function_declared_twice_is_refused_in_one_entry_or_across_two():
+    """reyn, SemSpec, an Elastic MCP demo: an MCP toolset and the same function registered
+    by hand; Gemini answers "Duplicate function declaration found: list_actions" (OpenAI
+    takes the duplicate)."""
+    verdict = check(declaring("list_actions", "web_fetch", "list_actions"))
+    assert verdict.rules == ["gemini_function_names_unique"]
+    message = verdict.violations[0].message
+    assert "Duplicate function declaration found: list_actions" in message
+    assert "tools[1].function_declarations[0] and tools[1].function_declarations[2]" in message
+    across = {
+        **body(ASK),
+        "tools": [
+            {"functionDeclarations": [{"name": "search_products"}]},
+            {"functionDeclarations": [{"name": "search_products"}]},
+        ],
+    }
+    assert check(across).rules == ["gemini_function_names_unique"]
+    assert check(declaring("list_actions", "web_fetch")).ready

@@ -1369,6 +1369,33 @@ async def test_claude_code_router_475_an_enum_on_a_schema_with_no_type_is_refuse
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_a_function_declared_twice_for_gemini_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """Agent projects that register an MCP toolset and the same function by hand (an
+    Elastic MCP demo's search_products, reyn's list_actions): "OpenAI silently accepts
+    duplicates; Gemini rejects them" with "Duplicate function declaration found:
+    search_products", for every request. turngate refuses it before sending, naming both
+    places; declared once it goes up."""
+    stack = await make_stack()
+    search = genai_types.FunctionDeclaration(name="search_products", description="by query")
+    toolset = genai_types.Tool(function_declarations=[search])
+    by_hand = genai_types.Tool(function_declarations=[search])
+    error = await gemini_refusal(stack, [toolset, by_hand])
+    message = refused(stack, error, "gemini_function_names_unique", "search_products")
+    assert "Duplicate function declaration found: search_products" in message
+    text = {"role": "model", "parts": [{"text": "Found 3."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    client = genai_sdk(stack)
+    config = genai_types.GenerateContentConfig(tools=[toolset])
+    await client.aio.models.generate_content(
+        model="gemini-2.5-flash", contents="Find boots", config=config
+    )
+    await client.aio.aclose()
+    assert len(stack.upstream.received) == 1
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     make_stack: StackFactory,
 ):

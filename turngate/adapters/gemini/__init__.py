@@ -35,6 +35,7 @@ CAPABILITIES = Capabilities(
         "gemini_stream_candidates",
         "gemini_tool_name_pattern",
         "gemini_function_count",
+        "gemini_function_names_unique",
         "gemini_tool_schemas",
     ),
     tools_held_by=("cachedContent", "cached_content"),

@@ -1,8 +1,9 @@
 """Gemini's own ordering rules for ``contents`` (provider-rules.md §4.2), that it holds at
 least one content and none without parts, that a function response's value is an object,
 and what it takes as declared functions (request rules): their names
-(``gemini_tool_name_pattern``), at most 512 in one ``tools[]`` entry
-(``gemini_function_count``) and their OpenAPI schemas (``gemini_tool_schemas``).
+(``gemini_tool_name_pattern``) and their uniqueness (``gemini_function_names_unique``),
+at most 512 in one ``tools[]`` entry (``gemini_function_count``) and their OpenAPI schemas
+(``gemini_tool_schemas``).
 
 Each mirrors a 400 INVALID_ARGUMENT that Gemini returns, quoted in the message so a user
 who has met the provider's text recognises it. Only conversation entries count as turns
@@ -392,6 +393,31 @@ def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
         for position, tool in enumerate(tools)
         if _FUNCTION_NAME(tool.name) is None
     ]
+
+
+@rule("gemini_function_names_unique")
+def duplicate_functions(seq: MessageSequence) -> list[Violation]:
+    """Two declarations under one name, in one ``tools[]`` entry or two: Gemini refuses the
+    request ("Duplicate function declaration found: list_actions"), where OpenAI takes it
+    (an MCP toolset and the same function registered by hand, a frontend tool bound twice)."""
+    first: dict[str, str] = {}
+    out: list[Violation] = []
+    for entry, tools in _declarations(seq).items():
+        for position, tool in enumerate(tools):
+            place = f"tools[{entry}].function_declarations[{position}]"
+            earlier = first.setdefault(tool.name, place)
+            if earlier == place:
+                continue
+            out.append(
+                violation(
+                    "gemini_function_names_unique",
+                    f"function {tool.name!r} is declared twice ({earlier} and {place}); "
+                    f'Gemini: "Duplicate function declaration found: {tool.name}" (declare '
+                    "each function once)",
+                    None,
+                )
+            )
+    return out
 
 
 @rule("gemini_function_count")
