@@ -162,3 +162,20 @@ async def operation(stack: Stack, operation_id: str) -> dict[str, Any]:
 
 def states(record: dict[str, Any]) -> list[str]:
     return [change["state"] for change in record["history"]]
+
+
+def kept_answer_reads(stack: Stack) -> list[str]:
+    """The operations whose kept answer ``stack`` reads from its store from now on (the
+    replies memory's fallback for what this process did not relay), in order."""
+    from turngate.proxy.app import SERVICES
+
+    replies = stack.app[SERVICES].replies
+    read = replies._kept_turn
+    reads: list[str] = []
+
+    async def counted(store: Any, api: Any, anchor: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(anchor)
+        return await read(store, api, anchor, *args, **kwargs)
+
+    replies._kept_turn = counted  # type: ignore[method-assign]
+    return reads

@@ -1240,6 +1240,20 @@ async def gemini_refusal(stack: Stack, tools: list[genai_types.Tool]) -> Excepti
     return caught.value
 
 
+async def gemini_goes_up(stack: Stack, tools: list[genai_types.Tool]) -> None:
+    """A request declaring ``tools`` reaches Gemini and its answer is read: one send."""
+    text = {"role": "model", "parts": [{"text": "Done."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    client = genai_sdk(stack)
+    await client.aio.models.generate_content(
+        model="gemini-2.5-flash",
+        contents="Any open bugs?",
+        config=genai_types.GenerateContentConfig(tools=tools),  # type: ignore[arg-type]
+    )
+    await client.aio.aclose()
+    assert len(stack.upstream.received) == 1
+
+
 @GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_7878_a_function_name_gemini_refuses_is_refused_by_name(
     make_stack: StackFactory,
@@ -1282,17 +1296,7 @@ async def test_gemini_desktop_7_an_array_parameter_with_no_items_is_refused_by_n
     message = refused(stack, error, "gemini_array_items", "add_notes")
     words = "tools[0].function_declarations[0].parameters.properties[tags].items: missing field."
     assert words in message
-    text = {"role": "model", "parts": [{"text": "Two open bugs."}]}
-    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
-    client = genai_sdk(stack)
-    config = genai_types.GenerateContentConfig(
-        tools=notes(genai_types.Schema(type=genai_types.Type.STRING))  # type: ignore[arg-type]
-    )
-    await client.aio.models.generate_content(
-        model="gemini-2.5-flash", contents="Any open bugs?", config=config
-    )
-    await client.aio.aclose()
-    assert len(stack.upstream.received) == 1
+    await gemini_goes_up(stack, notes(genai_types.Schema(type=genai_types.Type.STRING)))
 
 
 @GENAI_AIOHTTP_WARNING
@@ -1322,17 +1326,10 @@ async def test_moltis_747_a_required_property_never_defined_is_refused_by_name(
         "required[0]: property is not defined"
     )
     assert words in message
-    text = {"role": "model", "parts": [{"text": "Filed."}]}
-    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
     summary = genai_types.Schema(type=genai_types.Type.STRING)
-    defined = undefined.model_copy(update={"properties": {"summary": summary}})
-    client = genai_sdk(stack)
-    config = genai_types.GenerateContentConfig(tools=issues(defined))  # type: ignore[arg-type]
-    await client.aio.models.generate_content(
-        model="gemini-2.5-flash", contents="File the bug", config=config
+    await gemini_goes_up(
+        stack, issues(undefined.model_copy(update={"properties": {"summary": summary}}))
     )
-    await client.aio.aclose()
-    assert len(stack.upstream.received) == 1
 
 
 @GENAI_AIOHTTP_WARNING
@@ -1356,16 +1353,7 @@ async def test_claude_code_router_475_an_enum_on_a_schema_with_no_type_is_refuse
     message = refused(stack, error, "gemini_enum_not_string", "read_file")
     words = "parameters.properties[truncateMode].enum: only allowed for STRING type"
     assert words in message
-    text = {"role": "model", "parts": [{"text": "Read."}]}
-    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
-    typed = untyped.model_copy(update={"type": genai_types.Type.STRING})
-    client = genai_sdk(stack)
-    config = genai_types.GenerateContentConfig(tools=read(typed))  # type: ignore[arg-type]
-    await client.aio.models.generate_content(
-        model="gemini-2.5-flash", contents="Read the log", config=config
-    )
-    await client.aio.aclose()
-    assert len(stack.upstream.received) == 1
+    await gemini_goes_up(stack, read(untyped.model_copy(update={"type": genai_types.Type.STRING})))
 
 
 @GENAI_AIOHTTP_WARNING
@@ -1384,15 +1372,7 @@ async def test_a_function_declared_twice_for_gemini_is_refused_by_name(
     error = await gemini_refusal(stack, [toolset, by_hand])
     message = refused(stack, error, "gemini_function_names_unique", "search_products")
     assert "Duplicate function declaration found: search_products" in message
-    text = {"role": "model", "parts": [{"text": "Found 3."}]}
-    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
-    client = genai_sdk(stack)
-    config = genai_types.GenerateContentConfig(tools=[toolset])
-    await client.aio.models.generate_content(
-        model="gemini-2.5-flash", contents="Find boots", config=config
-    )
-    await client.aio.aclose()
-    assert len(stack.upstream.received) == 1
+    await gemini_goes_up(stack, [toolset])
 
 
 @GENAI_AIOHTTP_WARNING

@@ -21,10 +21,9 @@ import pytest
 from tests.fixtures_dir import FIXTURES_DIR, FIXTURES_PRESENT, load_json
 from tests.proxy.conftest import StackFactory, stack_on
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import openai_sdk
+from tests.proxy.helpers import kept_answer_reads, openai_sdk
 from tests.proxy.stack import Stack
 from tests.proxy.test_chained_conversations import TOOLS as CAPITAL_TOOLS
-from turngate.proxy.app import SERVICES
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
 
@@ -170,15 +169,7 @@ async def test_an_item_of_no_kept_answer_goes_up_and_is_looked_up_once(
     renamed = [
         {**item, "id": "fc_older"} if item["type"] == "function_call" else item for item in output
     ]
-    replies = other.app[SERVICES].replies
-    looked_up = replies._kept_turn
-    reads: list[str] = []
-
-    async def counted(store: Any, api: Any, anchor: str, *args: Any, **kwargs: Any) -> Any:
-        reads.append(anchor)
-        return await looked_up(store, api, anchor, *args, **kwargs)
-
-    replies._kept_turn = counted  # type: ignore[method-assign]
+    reads = kept_answer_reads(other)
     other.upstream.reply(Reply.fixture(AFTER))
     async with openai_sdk(other, **headers) as sdk:
         first = await send_back(sdk, renamed, keep_reasoning=False)

@@ -18,9 +18,8 @@ import pytest
 from tests.fixtures_dir import FIXTURES_PRESENT
 from tests.proxy.conftest import StackFactory, stack_on
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import anthropic_sdk, claude_answer
+from tests.proxy.helpers import anthropic_sdk, claude_answer, kept_answer_reads
 from tests.proxy.stack import Stack
-from turngate.proxy.app import SERVICES
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
 
@@ -90,15 +89,7 @@ async def test_thinking_of_no_kept_answer_goes_up_and_is_sought_once(
         else block
         for block in turn
     ]
-    replies = other.app[SERVICES].replies
-    sought = replies._kept_turn
-    reads: list[str] = []
-
-    async def counted(store: Any, api: Any, anchor: str, *args: Any, **kwargs: Any) -> Any:
-        reads.append(anchor)
-        return await sought(store, api, anchor, *args, **kwargs)
-
-    replies._kept_turn = counted  # type: ignore[method-assign]
+    reads = kept_answer_reads(other)
     other.upstream.reply(claude_answer("first"))
     async with anthropic_sdk(other, **headers) as client:
         sent = next_messages(older, "changed")

@@ -16,6 +16,7 @@ first content of the request may follow a call turn or a user turn that only the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from turngate.graph.codec import json_type
 from turngate.graph.model import (
@@ -317,49 +318,47 @@ def openapi_schema_faults(seq: MessageSequence) -> list[Violation]:
     ]
     faults = judge_toolset(schemas)
     out: list[Violation] = []
-    for fault in faults.bare_arrays:
-        entry, position, tool = placed[fault.position]
-        field = _declared_field(entry, position, fault.path)
-        out.append(
-            violation(
-                "gemini_array_items",
-                f"function {tool.name!r} declares an array with no items schema; Gemini: "
-                f'"GenerateContentRequest.{field}.items: missing field." (give the array an '
-                "items schema)",
-                None,
-            )
-        )
-    for fault in faults.non_string_enums:
-        entry, position, tool = placed[fault.position]
-        field = _declared_field(entry, position, fault.path)
-        if fault.words.startswith("(TYPE_STRING)"):
-            quoted = f"Invalid value at '{field}' {fault.words}"
-            fix = "write each value as a string"
-        else:
-            quoted = f"GenerateContentRequest.{field}: {fault.words}"
-            fix = 'add "type": "STRING"'
-        out.append(
-            violation(
-                "gemini_enum_not_string",
-                f"function {tool.name!r} declares an enum Gemini takes only as strings on a "
-                f'string schema; Gemini: "{quoted}" ({fix}, or declare the function with '
-                "parametersJsonSchema)",
-                None,
-            )
-        )
-    for fault in faults.undefined_required:
-        entry, position, tool = placed[fault.position]
-        field = _declared_field(entry, position, fault.path)
-        out.append(
-            violation(
-                "gemini_required_undefined",
-                f"function {tool.name!r} requires {fault.words!r}, which its schema does not "
-                f'define there; Gemini: "GenerateContentRequest.{field}: property is not '
-                'defined" (declare the property beside required, or drop the name from it)',
-                None,
-            )
-        )
+    for kind, code, worded in _SCHEMA_FAULTS:
+        for fault in getattr(faults, kind):
+            entry, position, tool = placed[fault.position]
+            field = _declared_field(entry, position, fault.path)
+            out.append(violation(code, worded(tool.name, field, fault.words), None))
     return out
+
+
+def _bare_array_text(name: str, field: str, _words: str) -> str:
+    return (
+        f"function {name!r} declares an array with no items schema; Gemini: "
+        f'"GenerateContentRequest.{field}.items: missing field." (give the array an items '
+        "schema)"
+    )
+
+
+def _enum_text(name: str, field: str, words: str) -> str:
+    if words.startswith("(TYPE_STRING)"):
+        quoted, fix = f"Invalid value at '{field}' {words}", "write each value as a string"
+    else:
+        quoted, fix = f"GenerateContentRequest.{field}: {words}", 'add "type": "STRING"'
+    return (
+        f"function {name!r} declares an enum Gemini takes only as strings on a string "
+        f'schema; Gemini: "{quoted}" ({fix}, or declare the function with parametersJsonSchema)'
+    )
+
+
+def _required_text(name: str, field: str, words: str) -> str:
+    return (
+        f"function {name!r} requires {words!r}, which its schema does not define there; "
+        f'Gemini: "GenerateContentRequest.{field}: property is not defined" (declare the '
+        "property beside required, or drop the name from it)"
+    )
+
+
+# The faults of graph/schema_faults.py Gemini refuses, each with its code and its words.
+_SCHEMA_FAULTS: tuple[tuple[str, str, Callable[[str, str, str], str]], ...] = (
+    ("bare_arrays", "gemini_array_items", _bare_array_text),
+    ("non_string_enums", "gemini_enum_not_string", _enum_text),
+    ("undefined_required", "gemini_required_undefined", _required_text),
+)
 
 
 def _declared_field(entry: int, position: int, path: Path) -> str:

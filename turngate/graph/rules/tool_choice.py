@@ -62,32 +62,26 @@ def chat_tool_choice(seq: MessageSequence) -> list[Violation]:
             )
             for field in fields
         ]
-    found = _undeclared(seq, nested=True)
-    if found is None:
-        return []
-    kind, name = found
-    return [
-        violation(
-            TOOL_CHOICE,
-            f"tool_choice forces the {kind} tool {name!r}, which the request's tools do not "
-            "declare (declare it, or let the model choose)",
-            None,
-        )
-    ]
+    return _forced_undeclared(seq, nested=True)
 
 
 @rule("responses_tool_choice")
 def responses_tool_choice(seq: MessageSequence) -> list[Violation]:
-    found = _undeclared(seq, nested=False)
+    return _forced_undeclared(seq, nested=False)
+
+
+def _forced_undeclared(seq: MessageSequence, nested: bool) -> list[Violation]:
+    found = _undeclared(seq, nested)
     if found is None:
         return []
     kind, name = found
+    # Responses' words are known; Chat's are left unquoted.
+    quoted = "" if nested else f"; OpenAI: \"Tool choice '{name}' not found in 'tools' parameter.\""
     return [
         violation(
             TOOL_CHOICE,
             f"tool_choice forces the {kind} tool {name!r}, which the request's tools do not "
-            f"declare; OpenAI: \"Tool choice '{name}' not found in 'tools' parameter.\" "
-            "(declare it, or let the model choose)",
+            f"declare{quoted} (declare it, or let the model choose)",
             None,
         )
     ]
