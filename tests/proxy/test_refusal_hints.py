@@ -10,9 +10,12 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
 
 from tests.proxy.conftest import StackFactory
-from tests.proxy.helpers import anthropic_sdk, openai_sdk
+from tests.proxy.helpers import anthropic_sdk, genai_sdk, openai_sdk
+from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
 
@@ -145,3 +148,27 @@ async def test_responses_items_with_fields_of_the_wrong_type_say_which(
         with pytest.raises(openai.BadRequestError) as caught:
             await client.responses.create(model="gpt-5", input=items)
     assert_refused(caught.value, stack, where, "(malformed)", fix)
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_gemini_responses_with_no_name_are_told_to_carry_their_calls_name(
+    make_stack: StackFactory,
+):
+    """A converter that keeps only a call's id (langflow, an Ollama Gemini proxy) sends the
+    functionResponse with no name; Gemini answers "function_response.name: Name cannot be
+    empty". turngate refuses it in those words, without a second finding about its role."""
+    stack = await make_stack()
+    call = genai_types.Part.from_function_call(name="edit_personality", args={"tone": "warm"})
+    answer = genai_types.Part(function_response=genai_types.FunctionResponse(response={"ok": 1}))
+    contents = [
+        genai_types.Content(role="user", parts=[genai_types.Part(text="Be warmer")]),
+        genai_types.Content(role="model", parts=[call]),
+        genai_types.Content(role="user", parts=[answer]),
+    ]
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(model="gemini-2.5-flash", contents=contents)
+    await client.aio.aclose()
+    fix = 'Gemini: "function_response.name: Name cannot be empty."'
+    assert_refused(caught.value, stack, "contents[2]", "functionResponse (malformed)", fix)
+    assert "scope_crossing" not in str(caught.value)

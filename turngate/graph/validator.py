@@ -279,7 +279,8 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
                     block,
                 )
             )
-    elif not _role_fits(message, block):
+    elif not _role_fits(message, block) and not isinstance(block, UnknownBlock):
+        # (An unknown block is refused as one; the role an adapter guessed for it is not news.)
         out.append(
             violation(
                 SCOPE_CROSSING,

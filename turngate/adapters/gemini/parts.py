@@ -23,7 +23,7 @@ from typing import Any, Literal, cast
 import orjson
 from pydantic.alias_generators import to_snake
 
-from turngate.adapters.base import default_trust, merged, remainder
+from turngate.adapters.base import default_trust, merged, remainder, with_hint
 from turngate.errors import BadRequestBody
 from turngate.graph.model import (
     AnyBlock,
@@ -209,14 +209,16 @@ def parse_part(
     return UnknownBlock(native_type=camel, attrs={NATIVE: part}, **common)
 
 
-def _unknown(block_id: str, role: Role, order: OrderCounter, kind: str, part: Any) -> AnyBlock:
+def _unknown(
+    block_id: str, role: Role, order: OrderCounter, kind: str, part: Any, *, hint: str | None = None
+) -> AnyBlock:
     return UnknownBlock(
         id=block_id,
         role=role,
         order=order.next(),
         trust=default_trust(role),
         native_type=kind,
-        attrs={NATIVE: part},
+        attrs=with_hint({NATIVE: part}, hint),
     )
 
 
@@ -322,13 +324,22 @@ def _server_tool(
     )
 
 
+# What Gemini answers for a functionResponse with no name: it pairs responses with calls by
+# name (and id), so a converter that keeps only the call's id leaves it empty.
+_NAMELESS_RESPONSE = (
+    'Gemini: "function_response.name: Name cannot be empty." (give each functionResponse '
+    "the name of the call it answers)"
+)
+
+
 def _parse_response(
     block_id: str, part: dict[str, Any], key: str, spelling: Spelling, order: OrderCounter
 ) -> AnyBlock:
     response = part[key]
     name = response.get("name") if isinstance(response, dict) else None
-    if not isinstance(response, dict) or not isinstance(name, str):
-        return _unknown(block_id, "tool", order, "functionResponse", part)
+    if not isinstance(response, dict) or not isinstance(name, str) or not name:
+        malformed = "functionResponse (malformed)"
+        return _unknown(block_id, "tool", order, malformed, part, hint=_NAMELESS_RESPONSE)
     attrs = remainder(part, frozenset({key}))
     modelled = {"name"}
     call_id = response.get("id")
