@@ -509,3 +509,34 @@ def test_a_function_declared_twice_is_refused_in_one_entry_or_across_two():
     }
     assert check(across).rules == ["gemini_function_names_unique"]
     assert check(declaring("list_actions", "web_fetch")).ready
+
+
+def test_the_response_schema_is_judged_as_declared_parameters_are():
+    """generationConfig.responseSchema is Gemini's OpenAPI schema too: a keyword allow-list
+    that deleted the properties left "…response_schema.required[0]: property is not
+    defined" on every structured call. responseJsonSchema is Gemini's to judge."""
+
+    def asking(config: dict[str, Any]) -> dict[str, Any]:
+        return {**body(ASK), "generationConfig": {"responseMimeType": "application/json", **config}}
+
+    broken = {
+        "type": "OBJECT",
+        "properties": {"bugs": {"type": "ARRAY"}, "level": {"type": "INTEGER", "enum": ["1"]}},
+        "required": ["bugs", "title"],
+    }
+    verdict = check(asking({"responseSchema": broken}))
+    assert verdict.rules == [
+        "gemini_array_items",
+        "gemini_enum_not_string",
+        "gemini_required_undefined",
+    ]
+    messages = " ".join(v.message for v in verdict.violations)
+    assert "generation_config.response_schema.properties[bugs].items: missing field." in messages
+    assert "generation_config.response_schema.required[1]: property is not defined" in messages
+    fixed = {
+        "type": "OBJECT",
+        "properties": {"bugs": {"type": "ARRAY", "items": {"type": "STRING"}}},
+        "required": ["bugs"],
+    }
+    assert check(asking({"responseSchema": fixed})).ready
+    assert check(asking({"responseJsonSchema": {**broken, "type": "object"}})).ready

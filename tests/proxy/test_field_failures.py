@@ -1376,6 +1376,41 @@ async def test_a_function_declared_twice_for_gemini_is_refused_by_name(
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_a_response_schema_gemini_refuses_is_refused_by_name(make_stack: StackFactory):
+    """A schema-constrained call whose responseSchema kept a required name after its
+    properties were stripped (a keyword allow-list run over the property names): Gemini
+    answered "…response_schema.required[0]: property is not defined" to every such call,
+    and the application showed "the reviewer is unavailable". turngate refuses it before
+    sending, with Gemini's field path; with the property declared it goes up."""
+    stack = await make_stack()
+
+    def verdict(properties: dict[str, genai_types.Schema]) -> genai_types.GenerateContentConfig:
+        schema = genai_types.Schema(
+            type=genai_types.Type.OBJECT, properties=properties, required=["score"]
+        )
+        return genai_types.GenerateContentConfig(
+            response_mime_type="application/json", response_schema=schema
+        )
+
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(
+            model="gemini-2.5-flash", contents="Review this", config=verdict({})
+        )
+    message = refused(stack, caught.value, "gemini_required_undefined", "the response schema")
+    assert "generation_config.response_schema.required[0]: property is not defined" in message
+    text = {"role": "model", "parts": [{"text": '{"score": 7}'}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    score = genai_types.Schema(type=genai_types.Type.INTEGER)
+    answer = await client.aio.models.generate_content(
+        model="gemini-2.5-flash", contents="Review this", config=verdict({"score": score})
+    )
+    await client.aio.aclose()
+    assert answer.parsed == {"score": 7}
+    assert len(stack.upstream.received) == 1
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     make_stack: StackFactory,
 ):

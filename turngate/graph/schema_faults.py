@@ -60,7 +60,10 @@ Found = tuple[Path, str] | None
 
 
 def _bare_array(schema: dict[str, Any]) -> Found:
-    if schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema:
+    kind = schema.get("type")
+    # Gemini's own schemas spell types in capitals ("ARRAY").
+    array = isinstance(kind, str) and kind.lower() == "array"
+    if array and "items" not in schema and "prefixItems" not in schema:
         return (), "array schema missing items."
     return None
 

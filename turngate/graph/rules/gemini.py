@@ -28,7 +28,7 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
-from turngate.graph.schema_faults import Path, judge_toolset
+from turngate.graph.schema_faults import judge_toolset
 from turngate.graph.validator import Violation, violation
 
 _CALL_TURN_TEXT = (
@@ -307,47 +307,61 @@ def openapi_schema_faults(seq: MessageSequence) -> list[Violation]:
     schema not of type STRING ("…properties[truncateMode].enum: only allowed for STRING
     type": claude-code-router #475, azure-devops-mcp #145). ``parametersJsonSchema`` is left
     to Gemini."""
-    placed = [
-        (entry, position, tool)
+    # Each schema judged: who declares it, where, and the schema (None: left to Gemini).
+    judged: list[tuple[str, str, object]] = [
+        (
+            f"function {tool.name!r}",
+            f"tools[{entry}].function_declarations[{position}].parameters",
+            tool.parameters if tool.attrs.get(PARAMETERS_KEY) == "parameters" else None,
+        )
         for entry, tools in _declarations(seq).items()
         for position, tool in enumerate(tools)
     ]
-    schemas = [
-        (tool.parameters if tool.attrs.get(PARAMETERS_KEY) == "parameters" else None, False)
-        for _entry, _position, tool in placed
-    ]
-    faults = judge_toolset(schemas)
+    response_schema = _response_schema(seq)
+    if response_schema is not None:
+        judged.append(("the response schema", "generation_config.response_schema", response_schema))
+    faults = judge_toolset([(schema, False) for _who, _where, schema in judged])
     out: list[Violation] = []
     for kind, code, worded in _SCHEMA_FAULTS:
         for fault in getattr(faults, kind):
-            entry, position, tool = placed[fault.position]
-            field = _declared_field(entry, position, fault.path)
-            out.append(violation(code, worded(tool.name, field, fault.words), None))
+            who, where, _schema = judged[fault.position]
+            field = f"{where}{_gemini_path(fault.path)}"
+            out.append(violation(code, worded(who, field, fault.words), None))
     return out
 
 
-def _bare_array_text(name: str, field: str, _words: str) -> str:
+def _response_schema(seq: MessageSequence) -> object:
+    """The OpenAPI ``responseSchema`` of the request's generation config, if any
+    (``responseJsonSchema`` is Gemini's to judge)."""
+    config = seq.envelope.get("generationConfig", seq.envelope.get("generation_config"))
+    if not isinstance(config, dict):
+        return None
+    return config.get("responseSchema", config.get("response_schema"))
+
+
+def _bare_array_text(who: str, field: str, _words: str) -> str:
     return (
-        f"function {name!r} declares an array with no items schema; Gemini: "
+        f"{who} declares an array with no items schema; Gemini: "
         f'"GenerateContentRequest.{field}.items: missing field." (give the array an items '
         "schema)"
     )
 
 
-def _enum_text(name: str, field: str, words: str) -> str:
+def _enum_text(who: str, field: str, words: str) -> str:
     if words.startswith("(TYPE_STRING)"):
         quoted, fix = f"Invalid value at '{field}' {words}", "write each value as a string"
     else:
         quoted, fix = f"GenerateContentRequest.{field}: {words}", 'add "type": "STRING"'
     return (
-        f"function {name!r} declares an enum Gemini takes only as strings on a string "
-        f'schema; Gemini: "{quoted}" ({fix}, or declare the function with parametersJsonSchema)'
+        f"{who} declares an enum Gemini takes only as strings on a string schema; Gemini: "
+        f'"{quoted}" ({fix}, or give the schema as JSON Schema: parametersJsonSchema, '
+        "responseJsonSchema)"
     )
 
 
-def _required_text(name: str, field: str, words: str) -> str:
+def _required_text(who: str, field: str, words: str) -> str:
     return (
-        f"function {name!r} requires {words!r}, which its schema does not define there; "
+        f"{who} requires {words!r}, which it does not define there; "
         f'Gemini: "GenerateContentRequest.{field}: property is not defined" (declare the '
         "property beside required, or drop the name from it)"
     )
@@ -359,10 +373,6 @@ _SCHEMA_FAULTS: tuple[tuple[str, str, Callable[[str, str, str], str]], ...] = (
     ("non_string_enums", "gemini_enum_not_string", _enum_text),
     ("undefined_required", "gemini_required_undefined", _required_text),
 )
-
-
-def _declared_field(entry: int, position: int, path: Path) -> str:
-    return f"tools[{entry}].function_declarations[{position}].parameters{_gemini_path(path)}"
 
 
 def _gemini_path(path: tuple[str, ...]) -> str:
