@@ -305,8 +305,9 @@ def openapi_schema_faults(seq: MessageSequence) -> list[Violation]:
     beside it ("…parameters.required[0]: property is not defined"), as the GitHub MCP
     server's array items declare (moltis #747, #849); an enum of other than strings, or on a
     schema not of type STRING ("…properties[truncateMode].enum: only allowed for STRING
-    type": claude-code-router #475, azure-devops-mcp #145). ``parametersJsonSchema`` is left
-    to Gemini."""
+    type": claude-code-router #475, azure-devops-mcp #145). The response schema
+    (``generationConfig.responseSchema``) is judged the same way. ``parametersJsonSchema``
+    and ``responseJsonSchema`` are left to Gemini."""
     # Each schema judged: who declares it, where, and the schema (None: left to Gemini).
     judged: list[tuple[str, str, object]] = [
         (
