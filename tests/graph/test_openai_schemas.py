@@ -294,3 +294,20 @@ def test_a_required_list_holding_other_than_names_is_judged_by_its_names():
     message = refusal("openai_chat", chat(parameters, strict=True), STRICT)
     assert message is not None
     assert "Missing 'a'." in message
+
+
+def test_a_strict_response_format_with_a_bare_array_is_refused_as_a_function_would_be():
+    schema = closed(tags={"type": "array"})
+    chat_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "labels", "schema": schema, "strict": True},
+    }
+    message = refusal("openai_chat", {**chat(closed()), "response_format": chat_format})
+    assert message is not None
+    words = (
+        "Invalid schema for response_format 'labels': In context=('properties', 'tags'), "
+        "array schema missing items."
+    )
+    assert words in message
+    chat_format["json_schema"]["strict"] = False
+    assert refusal("openai_chat", {**chat(closed()), "response_format": chat_format}) is None

@@ -64,16 +64,7 @@ def _refused(
         out.append(_not_object(f"function '{name}'", param.format(fault.position), fault))
     for fault in faults.bare_arrays:
         name = seq.tools[fault.position].name
-        out.append(
-            violation(
-                ARRAY_ITEMS,
-                f"tool {name!r} declares an array with no items schema "
-                f'({param.format(fault.position)}); OpenAI: "Invalid schema for function '
-                f"'{name}': In context={fault.path!r}, {fault.words}\" (give the array an items "
-                "schema; {} takes anything)",
-                None,
-            )
-        )
+        out.append(_bare(f"function '{name}'", param.format(fault.position), fault))
     for fault in faults.open_objects:
         name = seq.tools[fault.position].name
         out.append(_open(f"function '{name}'", param.format(fault.position), fault))
@@ -82,8 +73,20 @@ def _refused(
         judged = judge_toolset([(response_format.schema, response_format.strict)])
         field = response_format.field
         out.extend(_not_object(subject, field, fault) for fault in judged.other_roots)
+        if response_format.strict:
+            out.extend(_bare(subject, field, fault) for fault in judged.bare_arrays)
         out.extend(_open(subject, field, fault) for fault in judged.open_objects)
     return out
+
+
+def _bare(subject: str, field: str, fault: SchemaFault) -> Violation:
+    return violation(
+        ARRAY_ITEMS,
+        f'{field} declares an array with no items schema; OpenAI: "Invalid schema for '
+        f'{subject}: In context={fault.path!r}, {fault.words}" (give the array an items '
+        "schema; {} takes anything)",
+        None,
+    )
 
 
 def _not_object(subject: str, field: str, fault: SchemaFault) -> Violation:
