@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from turngate.graph.model import MessageSequence
 from turngate.graph.rules import rule
-from turngate.graph.schema_faults import NO_FAULTS, SchemaFault, judge_toolset
+from turngate.graph.schema_faults import NO_FAULTS, SchemaFault, ToolsetFaults, judge_toolset
 from turngate.graph.validator import Violation, violation
 
 ARRAY_ITEMS = "openai_array_items"
@@ -59,53 +59,58 @@ def _refused(
     if faults is NO_FAULTS and response_format is None:
         return []
     out: list[Violation] = []
-    for fault in faults.other_roots:
-        name = seq.tools[fault.position].name
-        out.append(_not_object(f"function '{name}'", param.format(fault.position), fault))
-    for fault in faults.bare_arrays:
-        name = seq.tools[fault.position].name
-        out.append(_bare(f"function '{name}'", param.format(fault.position), fault))
-    for fault in faults.open_objects:
-        name = seq.tools[fault.position].name
-        out.append(_open(f"function '{name}'", param.format(fault.position), fault))
+    for code, found in _by_code(faults, arrays=True):
+        for fault in found:
+            name = seq.tools[fault.position].name
+            out.append(_refusal(code, f"function '{name}'", param.format(fault.position), fault))
     if response_format is not None:
         subject = f"response_format '{response_format.name!s}'"
         judged = judge_toolset([(response_format.schema, response_format.strict)])
-        field = response_format.field
-        out.extend(_not_object(subject, field, fault) for fault in judged.other_roots)
-        if response_format.strict:
-            out.extend(_bare(subject, field, fault) for fault in judged.bare_arrays)
-        out.extend(_open(subject, field, fault) for fault in judged.open_objects)
+        for code, found in _by_code(judged, arrays=response_format.strict):
+            out.extend(_refusal(code, subject, response_format.field, fault) for fault in found)
     return out
 
 
-def _bare(subject: str, field: str, fault: SchemaFault) -> Violation:
-    return violation(
-        ARRAY_ITEMS,
-        f'{field} declares an array with no items schema; OpenAI: "Invalid schema for '
-        f'{subject}: In context={fault.path!r}, {fault.words}" (give the array an items '
-        "schema; {} takes anything)",
-        None,
+def _by_code(
+    faults: ToolsetFaults, *, arrays: bool
+) -> tuple[tuple[str, tuple[SchemaFault, ...]], ...]:
+    """The faults OpenAI refuses, under their codes, in the order it finds them."""
+    return (
+        (SCHEMA_ROOT, faults.other_roots),
+        (ARRAY_ITEMS, faults.bare_arrays if arrays else ()),
+        (STRICT_SCHEMA, faults.open_objects),
     )
 
 
-def _not_object(subject: str, field: str, fault: SchemaFault) -> Violation:
-    return violation(
-        SCHEMA_ROOT,
-        f'{field} is not an object schema; OpenAI: "Invalid schema for {subject}: '
-        f"{fault.words}\" (a function's parameters and a response format are objects at the "
-        "root: wrap an array or a union in an object's property)",
-        None,
-    )
+# Each refusal's words: what the field does, the fix, and whether OpenAI names a context.
+_WORDING = {
+    ARRAY_ITEMS: (
+        "declares an array with no items schema",
+        "give the array an items schema; {} takes anything",
+        True,
+    ),
+    SCHEMA_ROOT: (
+        "is not an object schema",
+        "a function's parameters and a response format are objects at the root: wrap an "
+        "array or a union in an object's property",
+        False,
+    ),
+    STRICT_SCHEMA: (
+        "is marked strict but leaves an object open",
+        "in strict mode every object sets additionalProperties: false and lists each property "
+        'in required; make an optional one nullable, e.g. "type": ["string", "null"], or drop '
+        "strict",
+        True,
+    ),
+}
 
 
-def _open(subject: str, field: str, fault: SchemaFault) -> Violation:
+def _refusal(code: str, subject: str, field: str, fault: SchemaFault) -> Violation:
+    what, fix, in_context = _WORDING[code]
+    context = f"In context={fault.path!r}, " if in_context else ""
     return violation(
-        STRICT_SCHEMA,
-        f'{field} is marked strict but leaves an object open; OpenAI: "Invalid schema for '
-        f'{subject}: In context={fault.path!r}, {fault.words}" (in strict mode every object '
-        "sets additionalProperties: false and lists each property in required; make an "
-        'optional one nullable, e.g. "type": ["string", "null"], or drop strict)',
+        code,
+        f'{field} {what}; OpenAI: "Invalid schema for {subject}: {context}{fault.words}" ({fix})',
         None,
     )
 
