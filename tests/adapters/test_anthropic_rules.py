@@ -332,6 +332,15 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["scope_crossing"],
     ),
     (
+        "a forced tool the request no longer declares (filtered out of this turn)",
+        {
+            **body(user("grade it"), tools=[WEATHER_TOOL]),
+            "tool_choice": {"type": "tool", "name": "emit_verdict"},
+        },
+        "REJECTED",
+        ["anthropic_tool_choice"],
+    ),
+    (
         "a forced tool with thinking enabled (a structured-output call on a thinking model)",
         {
             **body(user("grade it"), tools=[WEATHER_TOOL]),
@@ -1034,3 +1043,13 @@ def test_thinking_beside_a_choice_that_forces_nothing_goes_up(
     if thinking is not None:
         request["thinking"] = thinking
     assert "anthropic_thinking_forced_tool" not in verdict_of(request).rules
+
+
+def test_a_forced_tool_is_found_among_custom_and_server_tools():
+    tools = [WEATHER_TOOL, {"type": "web_search_20250305", "name": "web_search"}]
+    for name in ("get_weather", "web_search"):
+        request = {**body(user("go"), tools=tools), "tool_choice": {"type": "tool", "name": name}}
+        assert verdict_of(request).ready
+    forced = {**body(user("go"), tools=tools), "tool_choice": {"type": "tool", "name": "fetch"}}
+    (found,) = verdict_of(forced).violations
+    assert "tool_choice.name: Tool 'fetch' not found in provided tools" in found.message

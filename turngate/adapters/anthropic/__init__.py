@@ -34,6 +34,7 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_disabled",
         "anthropic_thinking_order",
         "anthropic_thinking_forced_tool",
+        "anthropic_tool_choice",
         "anthropic_cache_breakpoints",
         "anthropic_tool_names_unique",
         "anthropic_tool_name_pattern",

@@ -68,6 +68,7 @@ THINKING_SIGNATURE = "anthropic_thinking_signature"
 THINKING_DISABLED = "anthropic_thinking_disabled"
 THINKING_ORDER = "anthropic_thinking_order"
 THINKING_FORCED_TOOL = "anthropic_thinking_forced_tool"
+TOOL_CHOICE = "anthropic_tool_choice"
 CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
 TOOL_NAMES_UNIQUE = "anthropic_tool_names_unique"
 TOOL_NAME_PATTERN = "anthropic_tool_name_pattern"
@@ -371,6 +372,27 @@ def server_tool_ids(seq: MessageSequence) -> list[Violation]:
                 )
             )
     return out
+
+
+@rule(TOOL_CHOICE)
+def tool_choice_undeclared(seq: MessageSequence) -> list[Violation]:
+    """``tool_choice`` forces a tool by a name the request's tools do not declare (a tool
+    filtered out of this turn, a server tool not offered)."""
+    choice = seq.envelope.get("tool_choice")
+    if not isinstance(choice, dict) or choice.get("type") != "tool":
+        return []
+    name = choice.get("name")
+    if not isinstance(name, str) or any(tool.name == name for tool in seq.tools):
+        return []
+    return [
+        violation(
+            TOOL_CHOICE,
+            f"tool_choice forces the tool {name!r}, which the request's tools do not declare; "
+            f"Anthropic: \"tool_choice.name: Tool '{name}' not found in provided tools\" "
+            "(declare it, or let the model choose)",
+            None,
+        )
+    ]
 
 
 @rule(THINKING_FORCED_TOOL)
