@@ -1053,3 +1053,16 @@ def test_a_forced_tool_is_found_among_custom_and_server_tools():
     forced = {**body(user("go"), tools=tools), "tool_choice": {"type": "tool", "name": "fetch"}}
     (found,) = verdict_of(forced).violations
     assert "tool_choice.name: Tool 'fetch' not found in provided tools" in found.message
+
+
+def test_any_tool_forced_with_no_tools_is_refused_and_auto_or_none_go_up():
+    """Measured against the API (pi's notes): with no tools, auto and none are taken and
+    any is refused ("tool_choice.any may only be specified while providing tools")."""
+    no_tools = {k: v for k, v in body(user("go")).items() if k != "tools"}
+    for request in (no_tools, body(user("go"), tools=[])):
+        (found,) = verdict_of({**request, "tool_choice": {"type": "any"}}).violations
+        assert found.rule == "anthropic_tool_choice"
+        assert "tool_choice.any may only be specified while providing tools" in found.message
+        for kind in ("auto", "none"):
+            assert verdict_of({**request, "tool_choice": {"type": kind}}).ready
+    assert verdict_of({**body(user("go")), "tool_choice": {"type": "any"}}).ready

@@ -377,9 +377,21 @@ def server_tool_ids(seq: MessageSequence) -> list[Violation]:
 @rule(TOOL_CHOICE)
 def tool_choice_undeclared(seq: MessageSequence) -> list[Violation]:
     """``tool_choice`` forces a tool by a name the request's tools do not declare (a tool
-    filtered out of this turn, a server tool not offered)."""
+    filtered out of this turn, a server tool not offered), or forces ``any`` tool with none
+    declared. ``auto`` and ``none`` with no tools are taken."""
     choice = seq.envelope.get("tool_choice")
-    if not isinstance(choice, dict) or choice.get("type") != "tool":
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind == "any" and not seq.tools:
+        return [
+            violation(
+                TOOL_CHOICE,
+                'tool_choice is "any" but the request declares no tools; Anthropic: '
+                '"tool_choice.any may only be specified while providing tools" (leave it out of '
+                "a turn whose tools were all filtered out)",
+                None,
+            )
+        ]
+    if kind != "tool" or not isinstance(choice, dict):
         return []
     name = choice.get("name")
     if not isinstance(name, str) or any(tool.name == name for tool in seq.tools):
