@@ -274,7 +274,7 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
                 violation(
                     SCOPE_CROSSING,
                     f"{block.kind} admitted as {block.scope} input sits in "
-                    f"{_a(message.role)} message",
+                    f"{a_role(message.role)} message",
                     message,
                     block,
                 )
@@ -284,7 +284,7 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
         out.append(
             violation(
                 SCOPE_CROSSING,
-                f"{block.role} block '{block.id}' sits in {_a(message.role)} message",
+                f"{block.role} block '{block.id}' sits in {a_role(message.role)} message",
                 message,
                 block,
             )
@@ -296,7 +296,7 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
         out.append(
             violation(
                 SCOPE_CROSSING,
-                f"{block.kind} block '{block.id}' sits in {_a(message.role)} message; only "
+                f"{block.kind} block '{block.id}' sits in {a_role(message.role)} message; only "
                 "assistant messages hold the model's tool calls and reasoning",
                 message,
                 block,
@@ -305,7 +305,8 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
     return out
 
 
-def _a(role: str) -> str:
+def a_role(role: str) -> str:
+    """``role`` with its article: "an assistant", "a user"."""
     return f"an {role}" if role == "assistant" else f"a {role}"
 
 

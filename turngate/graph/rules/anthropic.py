@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from turngate.graph.history import is_compaction
 from turngate.graph.model import (
@@ -379,8 +380,7 @@ def tool_choice_undeclared(seq: MessageSequence) -> list[Violation]:
     """``tool_choice`` forces a tool by a name the request's tools do not declare (a tool
     filtered out of this turn, a server tool not offered), or forces ``any`` tool with none
     declared. ``auto`` and ``none`` with no tools are taken."""
-    choice = seq.envelope.get("tool_choice")
-    kind = choice.get("type") if isinstance(choice, dict) else None
+    kind, choice = _tool_choice(seq)
     if kind == "any" and not seq.tools:
         return [
             violation(
@@ -391,9 +391,7 @@ def tool_choice_undeclared(seq: MessageSequence) -> list[Violation]:
                 None,
             )
         ]
-    if kind != "tool" or not isinstance(choice, dict):
-        return []
-    name = choice.get("name")
+    name = choice.get("name") if kind == "tool" else None
     if not isinstance(name, str) or any(tool.name == name for tool in seq.tools):
         return []
     return [
@@ -412,8 +410,7 @@ def thinking_with_forced_tool(seq: MessageSequence) -> list[Violation]:
     """Thinking enabled with a budget while ``tool_choice`` forces a tool (``any``, or a
     named ``tool``): a structured-output call given a thinking model. Adaptive thinking is
     left to Anthropic."""
-    choice = seq.envelope.get("tool_choice")
-    forced = choice.get("type") if isinstance(choice, dict) else None
+    forced, _choice = _tool_choice(seq)
     if _thinking_type(seq) != "enabled" or forced not in ("any", "tool"):
         return []
     return [
@@ -425,6 +422,12 @@ def thinking_with_forced_tool(seq: MessageSequence) -> list[Violation]:
             None,
         )
     ]
+
+
+def _tool_choice(seq: MessageSequence) -> tuple[object, dict[str, Any]]:
+    """The ``tool_choice``'s type and the choice itself ({} when there is none)."""
+    choice = seq.envelope.get("tool_choice")
+    return (choice.get("type"), choice) if isinstance(choice, dict) else (None, {})
 
 
 def _thinking_type(seq: MessageSequence) -> str | None:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from turngate.graph.model import Message, MessageSequence, TextBlock, ToolResultBlock
 from turngate.graph.rules import rule
-from turngate.graph.validator import Violation, violation
+from turngate.graph.validator import Violation, a_role, violation
 
 PART_TYPE = "responses_part_type"
 _ASSISTANT = "Supported values are: 'output_text' and 'refusal'."
@@ -43,8 +43,7 @@ def part_types(seq: MessageSequence) -> list[Violation]:
     out: list[Violation] = []
     for message in seq.messages:
         for param, kind, block, call_id in _misplaced(message):
-            article = "an" if message.role == "assistant" else "a"
-            whose = "a tool's output" if call_id else f"{article} {message.role} message"
+            whose = "a tool's output" if call_id else f"{a_role(message.role)} message"
             fix = "output_text" if kind == "input_text" else "input_text"
             supported = _ASSISTANT if kind == "input_text" else _CLIENT
             out.append(

@@ -59,11 +59,6 @@ def _in_message(message: Message) -> Iterator[LongString]:
                     yield LongString(f"{where}{inner}", what, block.call_id, len(part.text))
 
 
-def _long_strings(seq: MessageSequence) -> Iterator[LongString]:
-    for message in seq.messages:
-        yield from _in_message(message)
-
-
 @rule(STRING_TOO_LONG)
 def strings_too_long(seq: MessageSequence) -> list[Violation]:
     return [
@@ -77,5 +72,6 @@ def strings_too_long(seq: MessageSequence) -> list[Violation]:
             None,
             call_id=found.call_id,
         )
-        for found in _long_strings(seq)
+        for message in seq.messages
+        for found in _in_message(message)
     ]
