@@ -176,3 +176,22 @@ def test_a_gemini_batch_file_is_checked_line_by_line(tmp_path: Path, capsys):
         (f"{path} line 2 (waits)", "WAITING"),
         (f"{path} line 3 (stray)", "REJECTED"),
     ]
+
+
+def test_the_anthropic_beta_a_body_was_sent_with_is_named_on_the_command_line(
+    tmp_path: Path, capsys
+):
+    """A budget past max_tokens is refused, unless the header the body was sent with turned
+    on interleaved thinking; a batch is judged the same way."""
+    thinking = {"type": "enabled", "budget_tokens": 32000}
+    request = claude_body(claude_user("plan it"), thinking=thinking)
+    single, batch = tmp_path / "plan.json", tmp_path / "batch.json"
+    single.write_bytes(orjson.dumps(request))
+    batch.write_bytes(orjson.dumps({"requests": [{"custom_id": "p", "params": request}]}))
+    code, out = run(str(single), str(batch), capsys=capsys)
+    assert code == 1
+    assert out.count("anthropic_thinking_budget") == 2
+    beta = "--anthropic-beta=context-1m-2025-08-07, Interleaved-Thinking-2025-05-14"
+    code, out = run(beta, str(single), str(batch), capsys=capsys)
+    assert code == 0, out
+    assert out.count(": READY (anthropic,") == 2

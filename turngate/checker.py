@@ -59,7 +59,8 @@ class Report:
         }
 
 
-def check_file(path: Path, api: str | None) -> list[Report]:
+def check_file(path: Path, api: str | None, betas: tuple[str, ...] = ()) -> list[Report]:
+    """``betas``: the ``anthropic-beta`` names the bodies were sent with."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -69,10 +70,10 @@ def check_file(path: Path, api: str | None) -> list[Report]:
     except orjson.JSONDecodeError:
         pass
     else:
-        entries = list(_batch_body(value))
+        entries = list(_batch_body(value, betas))
         if entries:
             return [check_entry(str(path), entry) for entry in entries]
-        return [check_body(str(path), value, api)]
+        return [check_body(str(path), value, api, RouteInfo(betas=betas))]
     lines = [line for line in raw.splitlines() if line.strip()]
     try:
         values = [orjson.loads(line) for line in lines]
@@ -88,7 +89,10 @@ def check_file(path: Path, api: str | None) -> list[Report]:
         if chosen in ("openai_chat", "anthropic", "openai_responses"):
             body["model"] = "transcript"
         return [check_body(f"{path} (transcript)", body, chosen)]
-    return [check_body(f"{path}:{n}", value, api) for n, value in enumerate(values, start=1)]
+    return [
+        check_body(f"{path}:{n}", value, api, RouteInfo(betas=betas))
+        for n, value in enumerate(values, start=1)
+    ]
 
 
 def _detect_transcript(messages: list[Any]) -> str:
@@ -100,11 +104,11 @@ def _detect_transcript(messages: list[Any]) -> str:
     return found or "openai_chat"
 
 
-def _batch_body(value: Any) -> Iterator[BatchEntry]:
+def _batch_body(value: Any, betas: tuple[str, ...]) -> Iterator[BatchEntry]:
     if not isinstance(value, dict):
         return
     if isinstance(value.get("requests"), list):
-        yield from batch_entries("anthropic", RouteInfo(), value)
+        yield from batch_entries("anthropic", RouteInfo(betas=betas), value)
     elif isinstance(value.get("batch"), dict):
         yield from batch_entries("gemini", RouteInfo(model=_GEMINI_MODEL, stream=False), value)
 

@@ -60,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=["openai_chat", "openai_responses", "anthropic", "gemini"],
         help="the wire API of every file (default: detected from each body's shape)",
     )
+    check.add_argument(
+        "--anthropic-beta",
+        default="",
+        metavar="NAMES",
+        help="the anthropic-beta header the bodies were sent with (comma-separated), for the "
+        "rules a beta changes",
+    )
     check.add_argument("--json", action="store_true", help="print one JSON report for machines")
     check.set_defaults(run=_check)
 
@@ -210,7 +217,8 @@ def _print_json(value: object) -> None:
 def _check(args: argparse.Namespace) -> int:
     from turngate.checker import check_file, print_reports
 
-    reports = [report for path in args.files for report in check_file(path, args.api)]
+    betas = tuple(sorted({n.strip().lower() for n in args.anthropic_beta.split(",") if n.strip()}))
+    reports = [report for path in args.files for report in check_file(path, args.api, betas)]
     print_reports(reports, as_json=args.json, out=sys.stdout)
     if any(r.status == "ERROR" for r in reports):
         return 2

@@ -75,7 +75,7 @@ def assistant(*content: Any) -> dict[str, Any]:
 def body(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {
         "model": "claude-sonnet-4-5",
-        "max_tokens": 1024,
+        "max_tokens": 4096,
         "messages": list(messages),
         "tools": [WEATHER_TOOL],
         **extra,

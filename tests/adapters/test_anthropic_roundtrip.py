@@ -354,15 +354,18 @@ def anthropic_graphs(draw: st.DrawFn) -> MessageSequence:
                 results.append(TextBlock(text=draw(_texts), **b.common(f"m{index}.t", "user")))
             messages.append(Message(index=index, role="user", blocks=tuple(results)))
             index += 1
-    envelope: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 1024}
+    model = "claude-sonnet-4-5"
+    envelope: dict[str, Any] = {"model": model, "max_tokens": 1024}
     if any(isinstance(block, ReasoningBlock) for m in messages for block in m.blocks):
         # Thinking blocks come with thinking on (anthropic_thinking_disabled); adaptive
-        # thinking may think in some turns and not in others.
+        # thinking may think in some turns and not in others. Claude 4.5 has no adaptive
+        # thinking and 4.6 takes no prefill, so a model turngate places in neither.
+        model = envelope["model"] = "claude-mythos-preview"
         envelope["thinking"] = {"type": "adaptive"}
     return MessageSequence(
         api="anthropic",
         adapter="anthropic@1",
-        model="claude-sonnet-4-5",
+        model=model,
         messages=tuple(messages),
         envelope=envelope,
         max_output_tokens=1024,

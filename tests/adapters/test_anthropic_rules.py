@@ -28,7 +28,9 @@ from tests.adapters.anthropic_builders import (
 )
 from turngate.adapters import get_adapter
 from turngate.adapters.anthropic import ADAPTER, CAPABILITIES
+from turngate.adapters.base import RouteInfo
 from turngate.errors import UnsupportedInTarget
+from turngate.graph.rules.anthropic import claude_version
 from turngate.graph.rules.anthropic_thinking import modified_thinking, signed_thinking
 from turngate.graph.validator import validate
 
@@ -40,6 +42,9 @@ TTL_DRAFT_4 = {"type": "integer", "exclusiveMinimum": True, "minimum": 0}
 def schema_tool(properties: dict[str, Any], name: str = "create_record") -> dict[str, Any]:
     return {"name": name, "input_schema": {"type": "object", "properties": properties}}
 
+
+ENABLED = {"type": "enabled", "budget_tokens": 2048}
+ADAPTIVE = {"type": "adaptive"}
 
 BROWSER_STATE = {
     "type": "browser_state",
@@ -495,9 +500,35 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
             assistant(thinking(signature=""), tool_use("toolu_1")),
             user(tool_result("toolu_1")),
             thinking={"type": "adaptive"},
+            model="claude-sonnet-4-6",
         ),
         "REJECTED",
         ["anthropic_thinking_signature"],
+    ),
+    (
+        "a manual thinking budget on Claude Opus 4.7, which takes adaptive thinking only "
+        "(opencode #23007)",
+        body(user("plan it"), model="claude-opus-4-7", thinking=ENABLED),
+        "REJECTED",
+        ["anthropic_thinking_mode"],
+    ),
+    (
+        "adaptive thinking on Claude Haiku 4.5 (pensarai/apex PR #890)",
+        body(user("plan it"), model="claude-haiku-4-5-20251001", thinking=ADAPTIVE),
+        "REJECTED",
+        ["anthropic_thinking_mode"],
+    ),
+    (
+        "a thinking budget under 1,024 tokens: half of a 1,024 max_tokens (llm.js #30)",
+        body(user("plan it"), thinking={"type": "enabled", "budget_tokens": 512}),
+        "REJECTED",
+        ["anthropic_thinking_budget"],
+    ),
+    (
+        "a thinking budget equal to max_tokens (sudocode PR #438)",
+        body(user("plan it"), max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 2048}),
+        "REJECTED",
+        ["anthropic_thinking_budget"],
     ),
 ]
 
@@ -650,6 +681,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             assistant(tool_use("toolu_1")),
             user(tool_result("toolu_1")),
             thinking={"type": "adaptive"},
+            model="claude-sonnet-4-6",
         ),
     ),
     (
@@ -675,6 +707,32 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             user(tool_result("toolu_1")),
             thinking={"type": "enabled", "budget_tokens": 1024},
         ),
+    ),
+    (
+        "adaptive thinking on Claude 4.6 and later",
+        body(user("plan it"), model="claude-opus-4-7", thinking=ADAPTIVE),
+    ),
+    (
+        "a manual budget on Claude 4.6, below max_tokens",
+        body(user("plan it"), model="claude-sonnet-4-6", thinking=ENABLED),
+    ),
+    (
+        "a budget past max_tokens with interleaved thinking turned on in the body (Bedrock's form)",
+        body(
+            user("plan it"),
+            thinking={"type": "enabled", "budget_tokens": 32000},
+            anthropic_beta=["interleaved-thinking-2025-05-14"],
+        ),
+    ),
+    (
+        "a model whose id does not name Claude (an Anthropic-compatible gateway's own)",
+        body(
+            user("plan it"), model="deepseek-chat", thinking={"type": "enabled", "budget_tokens": 1}
+        ),
+    ),
+    (
+        "adaptive thinking on a model turngate cannot place by its id",
+        body(user("plan it"), model="claude-mythos-preview", thinking=ADAPTIVE),
     ),
 ]
 
@@ -1066,3 +1124,32 @@ def test_any_tool_forced_with_no_tools_is_refused_and_auto_or_none_go_up():
         for kind in ("auto", "none"):
             assert verdict_of({**request, "tool_choice": {"type": kind}}).ready
     assert verdict_of({**body(user("go")), "tool_choice": {"type": "any"}}).ready
+
+
+def test_a_budget_past_max_tokens_goes_up_only_with_interleaved_thinking_named_in_a_header():
+    """The ``anthropic-beta`` header reaches the rule through the route (the proxy's
+    ``with_betas``): with interleaved thinking the budget spans the whole turn."""
+    request = body(user("plan it"), thinking={"type": "enabled", "budget_tokens": 32000})
+    (found,) = verdict_of(request).violations
+    assert "thinking.budget_tokens (32000) is not below max_tokens (4096)" in found.message
+    assert "`max_tokens` must be greater than `thinking.budget_tokens`." in found.message
+    for names in [("interleaved-thinking-2025-05-14",), ("context-1m-2025-08-07",)]:
+        seq = get_adapter("anthropic").parse_request(request, RouteInfo(betas=names))
+        ready = validate(seq, CAPABILITIES).ready
+        assert ready == (names[0].startswith("interleaved-thinking-")), names
+
+
+@pytest.mark.parametrize(
+    ("model", "version"),
+    [
+        ("claude-opus-4-7", (4, 7)),
+        ("claude-sonnet-4-5-20250929", (4, 5)),
+        ("claude-sonnet-4-20250514", (4, 0)),
+        ("anthropic.claude-opus-4-7-v1:0", (4, 7)),
+        ("claude-opus-4-6@20260101", (4, 6)),
+        ("claude-3-7-sonnet-20250219", None),
+        ("gpt-5", None),
+    ],
+)
+def test_a_claude_models_version_is_read_from_its_id(model: str, version: tuple[int, int] | None):
+    assert claude_version(model) == version

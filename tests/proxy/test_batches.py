@@ -148,6 +148,24 @@ async def test_the_beta_batch_route_is_checked_too(stack: Stack):
         assert sent.path_qs == "/v1/messages/batches"
 
 
+async def test_a_batch_is_judged_with_the_betas_it_was_created_with(stack: Stack):
+    """A budget past max_tokens is refused unless the batch's ``anthropic-beta`` header
+    turns on interleaved thinking, which lets the budget span the whole turn."""
+    thinking = {"type": "enabled", "budget_tokens": 32000}
+    requests = [entry("plan", claude_body(user("plan it"), thinking=thinking))]
+    async with anthropic_sdk(stack) as sdk:
+        with pytest.raises(anthropic.BadRequestError, match=r"anthropic_thinking_budget"):
+            await sdk.beta.messages.batches.create(requests=requests)
+        assert stack.upstream.received == []
+        stack.upstream.reply(Reply.json(MESSAGE_BATCH))
+        await sdk.beta.messages.batches.create(
+            requests=requests,
+            betas=["interleaved-thinking-2025-05-14"],
+        )
+    (sent,) = stack.upstream.received
+    assert "interleaved-thinking-2025-05-14" in sent.headers["anthropic-beta"]
+
+
 async def test_a_percent_encoded_batch_path_is_checked_as_the_provider_reads_it(stack: Stack):
     status, _headers, _body = await post(
         stack,

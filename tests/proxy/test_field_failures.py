@@ -1152,6 +1152,73 @@ async def test_claude_code_19539_thinking_changed_since_the_answer_is_refused_by
     assert len(stack.upstream.received) == 2
 
 
+async def test_litellm_9001_a_thinking_budget_not_below_max_tokens_is_refused_unless_interleaved(
+    make_stack: StackFactory,
+):
+    """BerriAI/litellm #9001 (and llm.js #30, agent-afk #951, sudocode PR #438): a thinking
+    budget at or above max_tokens, or under 1,024, and Anthropic refused every turn; LiteLLM's
+    users asked for the refusal before sending. turngate refuses both in Anthropic's words.
+    With the interleaved-thinking beta (the SDK's ``betas``, a header) the budget spans the
+    whole turn, so the same request goes up, header and all."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "Plan the migration."}]
+    common: Any = {"model": CLAUDE, "max_tokens": 1024, "messages": ask, "tools": CLAUDE_TOOLS}
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                **common, thinking={"type": "enabled", "budget_tokens": 1024}
+            )
+        message = refused(stack, caught.value, "anthropic_thinking_budget", "(1024)")
+        assert "`max_tokens` must be greater than `thinking.budget_tokens`." in message
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                **common, thinking={"type": "enabled", "budget_tokens": 512}
+            )
+        message = refused(stack, caught.value, "anthropic_thinking_budget", "is 512")
+        assert "greater than or equal to 1024" in message
+        stack.upstream.reply(claude_answer("Step one: back up."))
+        await client.beta.messages.create(
+            **common,
+            thinking={"type": "enabled", "budget_tokens": 1024},
+            betas=["interleaved-thinking-2025-05-14"],
+        )
+    (sent,) = stack.upstream.received
+    assert "interleaved-thinking-2025-05-14" in sent.headers["anthropic-beta"]
+
+
+async def test_opencode_23007_a_manual_budget_on_opus_4_7_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """anomalyco/opencode #23007 (and pi #3297, hermes-agent #11152, Everywhere #410): a
+    thinking level kept a manual budget when the user picked Claude Opus 4.7, which takes
+    adaptive thinking only, and every request failed; pensarai/apex PR #890 met the reverse,
+    adaptive thinking sent to Haiku 4.5. turngate refuses both before sending, in
+    Anthropic's words and with the setting each model takes; that setting goes up."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "Plan the migration."}]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model="claude-opus-4-7",
+                max_tokens=16000,
+                messages=ask,
+                thinking={"type": "enabled", "budget_tokens": 8000},
+            )
+        message = refused(stack, caught.value, "anthropic_thinking_mode", "claude-opus-4-7")
+        assert '"thinking.type.enabled" is not supported for this model.' in message
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=16000, messages=ask, thinking={"type": "adaptive"}
+            )
+        message = refused(stack, caught.value, "anthropic_thinking_mode", CLAUDE)
+        assert "adaptive thinking is not supported on this model" in message
+        stack.upstream.reply(claude_answer("Step one: back up."))
+        await client.messages.create(
+            model="claude-opus-4-7", max_tokens=16000, messages=ask, thinking={"type": "adaptive"}
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_openclaw_5344_a_photo_over_the_limit_once_encoded_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -20,10 +20,12 @@ from turngate.graph.turn import AssistantTurn
 
 @dataclass(frozen=True)
 class RouteInfo:
-    """What the request path says about the request (Gemini puts model and streaming there)."""
+    """What the request path says about the request (Gemini puts model and streaming there),
+    and the beta features its headers turn on (Anthropic's ``anthropic-beta`` names)."""
 
     model: str | None = None
     stream: bool | None = None
+    betas: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

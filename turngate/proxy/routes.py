@@ -14,7 +14,7 @@ another host: the URL is the configured base plus a path that always starts with
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Literal, assert_never
 
@@ -148,6 +148,16 @@ def match(table: tuple[Prefix, ...], method: str, path: str, raw_path_qs: str) -
                 return RouteMatch(prefix, prefix.upstream_root + raw_tail, None, batch[1], batch[0])
         return RouteMatch(prefix, prefix.upstream_root + raw_tail, api, info)
     return None
+
+
+def with_betas(route: RouteMatch, headers: list[str]) -> RouteMatch:
+    """An Anthropic ``route`` with the beta features its request's ``anthropic-beta``
+    headers turn on (comma-separated names, lowercased)."""
+    if not headers:
+        return route
+    names = {name.strip().lower() for header in headers for name in header.split(",")}
+    names.discard("")
+    return replace(route, info=replace(route.info, betas=tuple(sorted(names))))
 
 
 def has_dot_segment(raw_path_qs: str) -> bool:

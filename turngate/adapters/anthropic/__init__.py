@@ -34,6 +34,8 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_disabled",
         "anthropic_thinking_order",
         "anthropic_thinking_forced_tool",
+        "anthropic_thinking_mode",
+        "anthropic_thinking_budget",
         "anthropic_tool_choice",
         "anthropic_cache_breakpoints",
         "anthropic_tool_names_unique",

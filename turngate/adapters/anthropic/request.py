@@ -95,6 +95,7 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
         max_output_tokens=max_tokens if isinstance(max_tokens, int) else None,
         stream=body.get("stream") is True,
         history="partial" if thread_anchor(envelope) is not None else "complete",
+        betas=route.betas if route is not None else (),
     )
 
 

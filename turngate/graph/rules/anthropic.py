@@ -212,13 +212,19 @@ def _empty_system_texts(seq: MessageSequence) -> list[Violation]:
     ]
 
 
-def _refuses_prefill(model: str | None) -> bool:
-    """Claude 4.6 and later take no prefill; 4.5 and older (and the 3.x names) do."""
+def claude_version(model: str | None) -> tuple[int, int] | None:
+    """A Claude model's (major, minor) from its id; None for the 3.x names
+    ("claude-3-7-sonnet") and any other model."""
     version = _CLAUDE_VERSION.search(model or "")
     if version is None:
-        return False
-    major, minor = int(version.group(1)), int(version.group(2) or 0)
-    return (major, minor) >= (4, 6)
+        return None
+    return int(version.group(1)), int(version.group(2) or 0)
+
+
+def _refuses_prefill(model: str | None) -> bool:
+    """Claude 4.6 and later take no prefill; 4.5 and older (and the 3.x names) do."""
+    version = claude_version(model)
+    return version is not None and version >= (4, 6)
 
 
 @rule(PREFILL_UNSUPPORTED)
@@ -411,7 +417,7 @@ def thinking_with_forced_tool(seq: MessageSequence) -> list[Violation]:
     named ``tool``): a structured-output call given a thinking model. Adaptive thinking is
     left to Anthropic."""
     forced, _choice = _tool_choice(seq)
-    if _thinking_type(seq) != "enabled" or forced not in ("any", "tool"):
+    if thinking_type(seq) != "enabled" or forced not in ("any", "tool"):
         return []
     return [
         violation(
@@ -430,7 +436,7 @@ def _tool_choice(seq: MessageSequence) -> tuple[object, dict[str, Any]]:
     return (choice.get("type"), choice) if isinstance(choice, dict) else (None, {})
 
 
-def _thinking_type(seq: MessageSequence) -> str | None:
+def thinking_type(seq: MessageSequence) -> str | None:
     config = seq.envelope.get("thinking") if seq.api == "anthropic" else None
     kind = config.get("type") if isinstance(config, dict) else None
     return kind if isinstance(kind, str) else None
@@ -454,7 +460,7 @@ def thinking_first(seq: MessageSequence) -> list[Violation]:
     """With ``thinking: enabled`` the API refuses an open tool loop whose assistant turn does
     not start with thinking ("a final assistant message must start with a thinking block").
     Adaptive thinking may skip thinking, so it is not checked."""
-    if _thinking_type(seq) != "enabled":
+    if thinking_type(seq) != "enabled":
         return []
     loop = _open_loop(seq)
     if not loop or loop[-1].role != "user":
@@ -484,7 +490,7 @@ def thinking_first(seq: MessageSequence) -> list[Violation]:
 
 @rule(THINKING_SIGNATURE)
 def thinking_signature(seq: MessageSequence) -> list[Violation]:
-    if _thinking_type(seq) not in ("enabled", "adaptive"):
+    if thinking_type(seq) not in ("enabled", "adaptive"):
         return []
     out: list[Violation] = []
     for message in seq.messages:
@@ -584,7 +590,7 @@ def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
 def thinking_disabled(seq: MessageSequence) -> list[Violation]:
     """Thinking off (``thinking`` absent or disabled): the assistant turn the request goes on
     with holds no thinking block; earlier, finished turns may keep theirs."""
-    if _thinking_type(seq) not in (None, "disabled"):
+    if thinking_type(seq) not in (None, "disabled"):
         return []
     found = next(
         (
