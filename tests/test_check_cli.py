@@ -195,3 +195,17 @@ def test_the_anthropic_beta_a_body_was_sent_with_is_named_on_the_command_line(
     code, out = run(beta, str(single), str(batch), capsys=capsys)
     assert code == 0, out
     assert out.count(": READY (anthropic,") == 2
+
+
+def test_the_anthropic_version_a_body_was_sent_with_is_named_on_the_command_line(
+    tmp_path: Path, capsys
+):
+    """Under 2026-10-21 the body takes no temperature at all; under 2023-06-01 (the default
+    the check judges by) temperature 1 is fine."""
+    sampled = tmp_path / "sampled.json"
+    sampled.write_bytes(orjson.dumps(claude_body(claude_user("hi"), temperature=1)))
+    code, out = run("--api", "anthropic", str(sampled), capsys=capsys)
+    assert code == 0, out
+    code, out = run("--anthropic-version", "2026-10-21", str(sampled), capsys=capsys)
+    assert code == 1
+    assert "anthropic-version 2026-10-21 takes no temperature" in out

@@ -59,8 +59,9 @@ class Report:
         }
 
 
-def check_file(path: Path, api: str | None, betas: tuple[str, ...] = ()) -> list[Report]:
-    """``betas``: the ``anthropic-beta`` names the bodies were sent with."""
+def check_file(path: Path, api: str | None, sent_with: RouteInfo | None = None) -> list[Report]:
+    """``sent_with``: what the headers the bodies were sent with asked of the API."""
+    sent_with = sent_with or RouteInfo()
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -70,10 +71,10 @@ def check_file(path: Path, api: str | None, betas: tuple[str, ...] = ()) -> list
     except orjson.JSONDecodeError:
         pass
     else:
-        entries = list(_batch_body(value, betas))
+        entries = list(_batch_body(value, sent_with))
         if entries:
             return [check_entry(str(path), entry) for entry in entries]
-        return [check_body(str(path), value, api, RouteInfo(betas=betas))]
+        return [check_body(str(path), value, api, sent_with)]
     lines = [line for line in raw.splitlines() if line.strip()]
     try:
         values = [orjson.loads(line) for line in lines]
@@ -90,8 +91,7 @@ def check_file(path: Path, api: str | None, betas: tuple[str, ...] = ()) -> list
             body["model"] = "transcript"
         return [check_body(f"{path} (transcript)", body, chosen)]
     return [
-        check_body(f"{path}:{n}", value, api, RouteInfo(betas=betas))
-        for n, value in enumerate(values, start=1)
+        check_body(f"{path}:{n}", value, api, sent_with) for n, value in enumerate(values, start=1)
     ]
 
 
@@ -104,11 +104,11 @@ def _detect_transcript(messages: list[Any]) -> str:
     return found or "openai_chat"
 
 
-def _batch_body(value: Any, betas: tuple[str, ...]) -> Iterator[BatchEntry]:
+def _batch_body(value: Any, sent_with: RouteInfo) -> Iterator[BatchEntry]:
     if not isinstance(value, dict):
         return
     if isinstance(value.get("requests"), list):
-        yield from batch_entries("anthropic", RouteInfo(betas=betas), value)
+        yield from batch_entries("anthropic", sent_with, value)
     elif isinstance(value.get("batch"), dict):
         yield from batch_entries("gemini", RouteInfo(model=_GEMINI_MODEL, stream=False), value)
 

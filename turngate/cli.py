@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the anthropic-beta header the bodies were sent with (comma-separated), for the "
         "rules a beta changes",
     )
+    check.add_argument(
+        "--anthropic-version",
+        metavar="VERSION",
+        help="the anthropic-version header the bodies were sent with (2026-10-21 takes no "
+        "sampling settings; default: judged as 2023-06-01)",
+    )
     check.add_argument("--json", action="store_true", help="print one JSON report for machines")
     check.set_defaults(run=_check)
 
@@ -215,10 +221,12 @@ def _print_json(value: object) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from turngate.adapters.anthropic.headers import with_headers
+    from turngate.adapters.base import RouteInfo
     from turngate.checker import check_file, print_reports
 
-    betas = tuple(sorted({n.strip().lower() for n in args.anthropic_beta.split(",") if n.strip()}))
-    reports = [report for path in args.files for report in check_file(path, args.api, betas)]
+    sent_with = with_headers(RouteInfo(), [args.anthropic_beta], args.anthropic_version)
+    reports = [report for path in args.files for report in check_file(path, args.api, sent_with)]
     print_reports(reports, as_json=args.json, out=sys.stdout)
     if any(r.status == "ERROR" for r in reports):
         return 2

@@ -530,6 +530,30 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         "REJECTED",
         ["anthropic_thinking_budget"],
     ),
+    (
+        "a temperature sent to Claude Opus 4.7, which dropped it (inspect_ai #3721)",
+        body(user("plan it"), model="claude-opus-4-7", temperature=0),
+        "REJECTED",
+        ["anthropic_sampling"],
+    ),
+    (
+        "temperature and top_p together on Claude Sonnet 4.5 (open-webui #17922)",
+        body(user("plan it"), temperature=0.2, top_p=0.9),
+        "REJECTED",
+        ["anthropic_sampling"],
+    ),
+    (
+        "a caller's temperature beside adaptive thinking (LibreChat #11949)",
+        body(user("plan it"), model="claude-sonnet-4-6", thinking=ADAPTIVE, temperature=0.05),
+        "REJECTED",
+        ["anthropic_sampling"],
+    ),
+    (
+        "a top_p under 0.95 and a top_k beside thinking",
+        body(user("plan it"), thinking=ENABLED, top_p=0.5, top_k=40),
+        "REJECTED",
+        ["anthropic_sampling", "anthropic_sampling"],
+    ),
 ]
 
 
@@ -729,6 +753,26 @@ VALID: list[tuple[str, dict[str, Any]]] = [
         body(
             user("plan it"), model="deepseek-chat", thinking={"type": "enabled", "budget_tokens": 1}
         ),
+    ),
+    (
+        "temperature 1 on Claude Opus 4.7 (its default)",
+        body(user("plan it"), model="claude-opus-4-7", temperature=1),
+    ),
+    (
+        "top_p and top_k without temperature on Claude 4.5",
+        body(user("plan it"), top_p=0.9, top_k=40),
+    ),
+    (
+        "both sampling settings on Claude Opus 4.1",
+        body(user("plan it"), model="claude-opus-4-1", temperature=0.2, top_p=0.9),
+    ),
+    (
+        "thinking beside temperature 1",
+        body(user("plan it"), model="claude-haiku-4-5", thinking=ENABLED, temperature=1),
+    ),
+    (
+        "thinking beside a top_p of 0.95",
+        body(user("plan it"), thinking=ENABLED, top_p=0.95),
     ),
     (
         "adaptive thinking on a model turngate cannot place by its id",
@@ -1153,3 +1197,21 @@ def test_a_budget_past_max_tokens_goes_up_only_with_interleaved_thinking_named_i
 )
 def test_a_claude_models_version_is_read_from_its_id(model: str, version: tuple[int, int] | None):
     assert claude_version(model) == version
+
+
+@pytest.mark.parametrize(
+    ("version", "refused"),
+    [("2026-10-21", True), ("2027-01-05", True), ("2023-06-01", False), (None, False)],
+)
+def test_api_version_2026_10_21_takes_no_sampling_setting_at_any_value(
+    version: str | None, refused: bool
+):
+    """From anthropic-version 2026-10-21 the body takes no temperature, top_p or top_k, at
+    any value; under 2023-06-01 (or with no header read) temperature 1 on Sonnet 4.6 is fine."""
+    request = body(user("plan it"), model="claude-sonnet-4-6", temperature=1, top_k=None)
+    seq = get_adapter("anthropic").parse_request(request, RouteInfo(api_version=version))
+    found = validate(seq, CAPABILITIES).violations
+    assert [v.rule for v in found] == (["anthropic_sampling"] if refused else [])
+    if refused:
+        assert f"anthropic-version {version} takes no temperature" in found[0].message
+        assert '"temperature: Extra inputs are not permitted"' in found[0].message

@@ -31,6 +31,9 @@ def requires_adapter(api: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(not adapter_ready(api), reason=f"the {api} adapter has not landed")
 
 
+_SAMPLING = ("temperature", "top_p", "top_k")
+
+
 def sdk_kwargs(method: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
     """``body`` as keyword arguments of an SDK method; fields it does not name go in extra_body."""
     known = inspect.signature(method).parameters
@@ -38,6 +41,11 @@ def sdk_kwargs(method: Callable[..., Any], body: dict[str, Any]) -> dict[str, An
     extra = {k: v for k, v in body.items() if k not in known}
     if extra:
         kwargs["extra_body"] = extra
+    if method.__module__.startswith("anthropic.") and any(k in extra for k in _SAMPLING):
+        # The anthropic SDK's create() lost these with its 2.0 major, whose API version
+        # (2026-10-21) refuses them in the body: a body recorded with them was sent under
+        # 2023-06-01, and is replayed under it.
+        kwargs["extra_headers"] = {"anthropic-version": "2023-06-01"}
     return kwargs
 
 

@@ -1219,6 +1219,63 @@ async def test_opencode_23007_a_manual_budget_on_opus_4_7_is_refused_by_name(
     assert len(stack.upstream.received) == 1
 
 
+async def test_libre_chat_11949_sampling_settings_a_claude_model_refuses_are_refused_by_name(
+    make_stack: StackFactory,
+):
+    """danny-avila/LibreChat #11949 (and snow-app #42, inspect_ai #3721, open-webui #17922): an
+    agent's fixed ``temperature`` met thinking, or Claude Opus 4.7, which dropped it, or a
+    top_p beside it on Claude 4.5; Anthropic refused every request. Under API version
+    2026-10-21, which the SDK sends and whose create() takes no temperature, one passed in
+    ``extra_body`` is refused at any value (qiita: Python SDK 2.0 migration). turngate
+    refuses each in Anthropic's words, naming the values; what the version and model take
+    goes up."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "Summarize the ticket."}]
+    old: Any = {"anthropic-version": "2023-06-01"}
+    refusals: list[tuple[dict[str, Any], dict[str, Any], str]] = [
+        (
+            {"model": "claude-sonnet-4-6"},
+            {"temperature": 0.2},
+            '"temperature: Extra inputs are not permitted"',
+        ),
+        (
+            {"model": "claude-sonnet-4-6", "thinking": {"type": "adaptive"}, "extra_headers": old},
+            {"temperature": 0.05},
+            "`temperature` may only be set to 1 when thinking is enabled or in adaptive mode.",
+        ),
+        (
+            {"model": "claude-opus-4-7", "extra_headers": old},
+            {"temperature": 0},
+            "`temperature` is deprecated for this model.",
+        ),
+        (
+            {"model": CLAUDE, "extra_headers": old},
+            {"temperature": 0.2, "top_p": 0.9},
+            "`temperature` and `top_p` cannot both be specified for this model.",
+        ),
+    ]
+    async with anthropic_sdk(stack) as client:
+        for settings, sampling, words in refusals:
+            with pytest.raises(anthropic.BadRequestError) as caught:
+                await client.messages.create(
+                    max_tokens=4096, messages=ask, extra_body=sampling, **settings
+                )
+            message = refused(stack, caught.value, "anthropic_sampling")
+            assert words in message
+        stack.upstream.reply(claude_answer("A login bug."))
+        await client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=4096,
+            messages=ask,
+            thinking={"type": "adaptive"},
+            extra_body={"temperature": 1},
+            extra_headers=old,
+        )
+    (sent,) = stack.upstream.received
+    assert sent.headers["anthropic-version"] == "2023-06-01"
+    assert sent.json()["temperature"] == 1
+
+
 async def test_openclaw_5344_a_photo_over_the_limit_once_encoded_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -21,11 +21,13 @@ from turngate.graph.turn import AssistantTurn
 @dataclass(frozen=True)
 class RouteInfo:
     """What the request path says about the request (Gemini puts model and streaming there),
-    and the beta features its headers turn on (Anthropic's ``anthropic-beta`` names)."""
+    and what its headers ask of the API (Anthropic's ``anthropic-beta`` features and
+    ``anthropic-version``): both change what the API accepts."""
 
     model: str | None = None
     stream: bool | None = None
     betas: tuple[str, ...] = ()
+    api_version: str | None = None
 
 
 @dataclass(frozen=True)

@@ -75,13 +75,13 @@ def batch_route(provider: str, method: str, upstream_path: str) -> tuple[ApiName
 
 def batch_entries(api: ApiName, info: RouteInfo, body: Mapping[str, Any]) -> Iterator[BatchEntry]:
     if api == "anthropic":
-        yield from _anthropic(body, info.betas)
+        yield from _anthropic(body, RouteInfo(betas=info.betas, api_version=info.api_version))
     elif api == "gemini" and info.model is not None:
         yield from _gemini(body, info.model)
 
 
-def _anthropic(body: Mapping[str, Any], betas: tuple[str, ...]) -> Iterator[BatchEntry]:
-    """Each request's params, judged with the betas the batch was created with."""
+def _anthropic(body: Mapping[str, Any], sent_with: RouteInfo) -> Iterator[BatchEntry]:
+    """Each request's params, judged under the headers the batch was created with."""
     requests = body.get("requests")
     if not isinstance(requests, list):
         return
@@ -94,7 +94,7 @@ def _anthropic(body: Mapping[str, Any], betas: tuple[str, ...]) -> Iterator[Batc
             f"requests[{index}]",
             name if isinstance(name, str) else None,
             entry["params"],
-            RouteInfo(betas=betas),
+            sent_with,
         )
 
 

@@ -401,9 +401,11 @@ class MessageSequence:
     stream: bool = False
     history: Literal["complete", "partial"] = "complete"
     normalizations: tuple[Normalization, ...] = ()
-    # Beta features the request's headers turn on (Anthropic's ``anthropic-beta``): they
-    # change what the API accepts, and are not part of the body, so never rendered.
+    # What the request's headers ask of the API (Anthropic's ``anthropic-beta`` features and
+    # ``anthropic-version``): they change what it accepts, and are not part of the body, so
+    # never rendered.
     betas: tuple[str, ...] = ()
+    api_version: str | None = None
 
     # Set by an adapter that parsed plain messages (graph/outline.py): ``messages`` is then
     # built from it on first read. Never set on a sequence built any other way, so a

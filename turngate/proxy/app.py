@@ -46,7 +46,7 @@ from turngate.proxy.kept_uploads import KeptUploads
 from turngate.proxy.observe import install_telemetry
 from turngate.proxy.recovery import recovery_loop, unknown_at_start
 from turngate.proxy.retrieved_stream import retrieve_stream, streamed_handle
-from turngate.proxy.routes import ERROR_API, match, prefixes, with_betas
+from turngate.proxy.routes import ERROR_API, match, prefixes, with_anthropic_headers
 from turngate.proxy.services import DEFAULT_ADAPTERS, Services
 from turngate.proxy.shadow import read_report
 from turngate.proxy.tool_calls import SchemaCache
@@ -281,7 +281,7 @@ async def provider_route(request: web.Request) -> web.StreamResponse:
     if request.headers.get("Upgrade", "").strip().lower() == "websocket":
         return error_response(ERROR_API[route.provider], websocket_refused(request))
     if "anthropic" in (route.api, route.batch):
-        route = with_betas(route, request.headers.getall("anthropic-beta", []))
+        route = with_anthropic_headers(route, request.headers)
     if route.api is not None:
         return await dispatch(request, route, services)
     try:

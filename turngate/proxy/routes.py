@@ -18,8 +18,10 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Literal, assert_never
 
+from multidict import CIMultiDictProxy
 from yarl import URL
 
+from turngate.adapters.anthropic.headers import with_headers
 from turngate.adapters.azure_paths import (
     AZURE_CHAT,
     AZURE_MOUNT,
@@ -150,14 +152,12 @@ def match(table: tuple[Prefix, ...], method: str, path: str, raw_path_qs: str) -
     return None
 
 
-def with_betas(route: RouteMatch, headers: list[str]) -> RouteMatch:
-    """An Anthropic ``route`` with the beta features its request's ``anthropic-beta``
-    headers turn on (comma-separated names, lowercased)."""
-    if not headers:
+def with_anthropic_headers(route: RouteMatch, headers: CIMultiDictProxy[str]) -> RouteMatch:
+    """An Anthropic ``route`` with what its request's headers ask of the API."""
+    betas, version = headers.getall("anthropic-beta", []), headers.get("anthropic-version")
+    if not betas and version is None:
         return route
-    names = {name.strip().lower() for header in headers for name in header.split(",")}
-    names.discard("")
-    return replace(route, info=replace(route.info, betas=tuple(sorted(names))))
+    return replace(route, info=with_headers(route.info, betas, version))
 
 
 def has_dot_segment(raw_path_qs: str) -> bool:

@@ -36,6 +36,7 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_forced_tool",
         "anthropic_thinking_mode",
         "anthropic_thinking_budget",
+        "anthropic_sampling",
         "anthropic_tool_choice",
         "anthropic_cache_breakpoints",
         "anthropic_tool_names_unique",

@@ -96,6 +96,7 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
         stream=body.get("stream") is True,
         history="partial" if thread_anchor(envelope) is not None else "complete",
         betas=route.betas if route is not None else (),
+        api_version=route.api_version if route is not None else None,
     )
 
 
