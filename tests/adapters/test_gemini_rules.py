@@ -540,3 +540,73 @@ def test_the_response_schema_is_judged_as_declared_parameters_are():
     }
     assert check(asking({"responseSchema": fixed})).ready
     assert check(asking({"responseJsonSchema": {**broken, "type": "object"}})).ready
+
+
+def thinking(**config: Any) -> dict[str, Any]:
+    return {**body(ASK), "generationConfig": {"thinkingConfig": config}}
+
+
+THINKING = [
+    (
+        "a budget and a level together",
+        "gemini-3-pro-preview",
+        {"thinkingBudget": 1024, "thinkingLevel": "high"},
+        "You can only set only one of thinking budget and thinking level.",
+    ),
+    (
+        "the same, spelled as the SDK's snake_case",
+        "gemini-flash-latest",
+        {"thinking_budget": 1024, "thinking_level": "low"},
+        "only one of thinking budget",
+    ),
+    (
+        "a level on Gemini 2.5",
+        "gemini-2.5-flash",
+        {"thinkingLevel": "low"},
+        "thinking_level is not supported for this model",
+    ),
+    (
+        "a budget of 0 on Gemini 2.5 Pro",
+        "gemini-2.5-pro",
+        {"thinkingBudget": 0},
+        "Budget 0 is invalid. This model only works in thinking mode.",
+    ),
+    (
+        "a budget of 0 on a later Pro",
+        "models/gemini-3.1-pro-preview",
+        {"thinkingBudget": 0},
+        "Budget 0 is invalid.",
+    ),
+    ("a budget on Gemini 2.5 Flash", "gemini-2.5-flash", {"thinkingBudget": 0}, None),
+    ("a level on Gemini 3", "gemini-3-flash-preview", {"thinkingLevel": "minimal"}, None),
+    (
+        "dynamic thinking on Gemini 2.5 Pro",
+        "gemini-2.5-pro",
+        {"thinkingBudget": -1, "includeThoughts": True},
+        None,
+    ),
+    (
+        "a level on an alias whose family the id does not say",
+        "gemini-flash-latest",
+        {"thinkingLevel": "low"},
+        None,
+    ),
+    ("a budget of 0 on an older Pro", "gemini-2.0-pro-exp", {"thinkingBudget": 0}, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("model_name", "config", "words"),
+    [pytest.param(m, c, w, id=case) for case, m, c, w in THINKING],
+)
+def test_thinking_settings_the_model_does_not_take_are_refused(
+    model_name: str, config: dict[str, Any], words: str | None
+):
+    seq = ADAPTER.parse_request(thinking(**config), RouteInfo(model=model_name, stream=False))
+    found = validate(seq, CAPABILITIES).violations
+    if words is None:
+        assert found == ()
+        return
+    (refusal,) = found
+    assert refusal.rule == "gemini_thinking_config"
+    assert words in refusal.message

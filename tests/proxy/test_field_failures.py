@@ -1535,6 +1535,51 @@ async def test_a_response_schema_gemini_refuses_is_refused_by_name(make_stack: S
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_qwen_code_9094_thinking_settings_gemini_refuses_are_refused_by_name(
+    make_stack: StackFactory,
+):
+    """QwenLM/qwen-code PR #9094 (and kilocode PR #5139, eclipse-peon-ai #115, pi #3460): a
+    thinking level sent to Gemini 2.5, a level beside a budget, or a budget of 0 on a Pro
+    model, and Gemini refused every request ("thinking_level is not supported for this
+    model", "You can only set only one of thinking budget and thinking level.", "Budget 0 is
+    invalid."). turngate refuses each before sending in Gemini's words; the setting the
+    model takes goes up."""
+    stack = await make_stack()
+    level, budget = genai_types.ThinkingLevel.LOW, 1024
+    refusals = [
+        ("gemini-2.5-flash", {"thinking_level": level}, "thinking_level is not supported"),
+        (
+            "gemini-3-flash-preview",
+            {"thinking_level": level, "thinking_budget": budget},
+            "You can only set only one of thinking budget and thinking level.",
+        ),
+        ("gemini-2.5-pro", {"thinking_budget": 0}, "This model only works in thinking mode."),
+    ]
+    client = genai_sdk(stack)
+    for model_name, settings, words in refusals:
+        config = genai_types.GenerateContentConfig(
+            thinking_config=genai_types.ThinkingConfig(**settings)
+        )
+        with pytest.raises(genai_errors.ClientError) as caught:
+            await client.aio.models.generate_content(
+                model=model_name, contents="Plan the release.", config=config
+            )
+        assert words in refused(stack, caught.value, "gemini_thinking_config")
+    text = {"role": "model", "parts": [{"text": "Freeze, then tag."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    config = genai_types.GenerateContentConfig(
+        thinking_config=genai_types.ThinkingConfig(thinking_budget=budget)
+    )
+    await client.aio.models.generate_content(
+        model="gemini-2.5-flash", contents="Plan the release.", config=config
+    )
+    await client.aio.aclose()
+    (sent,) = stack.upstream.received
+    # google-genai writes this config's keys in snake_case; Gemini reads both spellings.
+    assert sent.json()["generationConfig"]["thinkingConfig"] == {"thinking_budget": budget}
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     make_stack: StackFactory,
 ):
