@@ -300,6 +300,18 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "REJECTED",
         "chat_image_outside_user",
     ),
+    (
+        "a temperature GPT-5 does not take (langchaingo #1355)",
+        {**body(user("hi")), "model": "gpt-5-mini", "temperature": 0},
+        "REJECTED",
+        "openai_reasoning_settings",
+    ),
+    (
+        "max_tokens sent to a reasoning model",
+        {**body(user("hi")), "model": "o3", "max_tokens": 512},
+        "REJECTED",
+        "openai_reasoning_settings",
+    ),
 ]
 
 
@@ -472,3 +484,30 @@ def test_a_call_id_used_again_by_a_later_turn_is_refused_only_where_ids_are_uniq
     (found,) = verdict.violations
     assert found.location == "messages[3]"
     assert "was used by an earlier turn (messages[1])" in found.message
+
+
+@pytest.mark.parametrize(
+    ("model", "settings"),
+    [
+        ("gpt-5", {"temperature": 1, "max_completion_tokens": 512}),
+        ("gpt-5-chat-latest", {"temperature": 0.2, "max_tokens": 512}),
+        ("gpt-5.1", {"temperature": 0.2, "reasoning_effort": "none"}),
+        ("openai/gpt-5", {"temperature": 0.2}),
+        ("gpt-4o", {"temperature": 0, "max_tokens": 512}),
+        ("o4-mini", {"top_p": 0.5}),
+    ],
+)
+def test_settings_a_model_takes_go_up(model: str, settings: dict[str, Any]):
+    """A chat variant, GPT-5.1 and later (temperature while the reasoning effort is none), a
+    gateway's model name and the models before reasoning are not judged."""
+    assert verdict_of({**body(user("hi")), "model": model, **settings}).ready
+
+
+def test_a_reasoning_setting_is_refused_with_openais_param():
+    request = {**body(user("hi")), "model": "o1-mini", "temperature": 0.5, "max_tokens": 64}
+    found = verdict_of(request).violations
+    assert [(v.rule, v.location) for v in found] == [
+        ("openai_reasoning_settings", "temperature"),
+        ("openai_reasoning_settings", "max_tokens"),
+    ]
+    assert "'temperature' does not support 0.5 with this model." in found[0].message

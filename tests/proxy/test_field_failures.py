@@ -819,6 +819,32 @@ async def test_home_assistant_147760_an_mcp_tool_name_anthropic_refuses_is_refus
     assert "tools.1.custom.name: String should match pattern" in message
 
 
+async def test_langchaingo_1355_a_temperature_gpt_5_does_not_take_is_refused_by_param(
+    make_stack: StackFactory,
+):
+    """tmc/langchaingo #1355 (and chatbox #2564, code-gpt-docs #445, Open-WebUI-Functions
+    #98): an application's fixed temperature (or max_tokens) sent to GPT-5 or an o-series
+    model, and OpenAI refused every call ("Unsupported value: 'temperature' does not support
+    0 with this model. Only the default (1) value is supported."). turngate refuses it
+    before sending, in OpenAI's words and with its param; the settings the model takes go
+    up."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "Tag this ticket."}]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="gpt-5-mini", messages=ask, temperature=0, max_tokens=256
+            )
+        message = refused(stack, caught.value, "openai_reasoning_settings", "gpt-5-mini")
+        assert "Unsupported value: 'temperature' does not support 0 with this model." in message
+        assert caught.value.param == "temperature"
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(
+            model="gpt-5-mini", messages=ask, max_completion_tokens=256
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
     make_stack: StackFactory,
 ):

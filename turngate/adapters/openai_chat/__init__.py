@@ -37,6 +37,7 @@ CAPABILITIES = Capabilities(
         "chat_tools_too_many",
         "chat_tool_schemas",
         "chat_tool_choice",
+        "openai_reasoning_settings",
     ),
 )
 
