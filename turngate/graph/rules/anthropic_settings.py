@@ -1,8 +1,8 @@
 """Anthropic: the thinking and sampling settings the model and ``max_tokens`` allow.
 
     anthropic_thinking_mode    a manual budget (``"type": "enabled"``) on Claude 4.7 and
-                               later, which take adaptive thinking only ("\\"thinking.type.
-                               enabled\\" is not supported for this model"), or adaptive
+                               later, which take adaptive thinking only ('"thinking.type.
+                               enabled" is not supported for this model'), or adaptive
                                thinking on a Claude 4 model before 4.6 ("adaptive thinking is
                                not supported on this model")
     anthropic_thinking_budget  a manual budget under 1,024 tokens, or not below ``max_tokens``
@@ -40,12 +40,6 @@ from turngate.graph.validator import Violation, violation
 THINKING_MODE = "anthropic_thinking_mode"
 THINKING_BUDGET = "anthropic_thinking_budget"
 SAMPLING = "anthropic_sampling"
-# Thinking allows top_p down to this, and temperature only at 1.
-MIN_TOP_P = 0.95
-# The first API version whose body takes no sampling settings.
-SAMPLING_DROPPED = "2026-10-21"
-_SAMPLING_NAMES = ("temperature", "top_p", "top_k")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}").fullmatch
 MIN_BUDGET = 1024
 # The beta that lets the budget span a whole tool-using turn, past max_tokens.
 _INTERLEAVED = "interleaved-thinking-"
@@ -53,6 +47,12 @@ _ENABLED_GONE = (
     '"thinking.type.enabled" is not supported for this model. Use "thinking.type.adaptive" '
     'and "output_config.effort" to control thinking behavior.'
 )
+# Thinking allows top_p down to this, and temperature only at 1.
+MIN_TOP_P = 0.95
+# The first API version whose body takes no sampling settings.
+SAMPLING_DROPPED = "2026-10-21"
+_SAMPLING_NAMES = ("temperature", "top_p", "top_k")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}").fullmatch
 
 
 @rule(THINKING_MODE)
@@ -133,44 +133,49 @@ def _interleaved(seq: MessageSequence) -> bool:
 
 @rule(SAMPLING)
 def sampling(seq: MessageSequence) -> list[Violation]:
-    envelope = seq.envelope
     if _takes_no_sampling(seq.api_version):
-        return [
-            violation(
-                SAMPLING,
-                f"anthropic-version {seq.api_version} takes no {name}; Anthropic: "
-                f'"{name}: Extra inputs are not permitted" (leave it out, or send '
-                "anthropic-version 2023-06-01)",
-                None,
-            )
+        texts = [
+            f"anthropic-version {seq.api_version} takes no {name}; Anthropic: "
+            f'"{name}: Extra inputs are not permitted" (leave it out, or send '
+            "anthropic-version 2023-06-01)"
             for name in _SAMPLING_NAMES
-            if envelope.get(name) is not None
+            if seq.envelope.get(name) is not None
         ]
-    temperature = _number(envelope.get("temperature"))
+    else:
+        texts = _by_model(seq) or _beside_thinking(seq)
+    return [violation(SAMPLING, text, None) for text in texts]
+
+
+def _by_model(seq: MessageSequence) -> list[str]:
+    """What Claude 4.5 and later refuse on their own, thinking or not."""
     version = claude_version(seq.model)
-    if version is not None and version >= (4, 7) and temperature not in (None, 1):
+    if version is None or version < (4, 5):
+        return []
+    temperature, top_p = (
+        _number(seq.envelope.get("temperature")),
+        _number(seq.envelope.get("top_p")),
+    )
+    if version >= (4, 7) and temperature not in (None, 1):
         return [
-            violation(
-                SAMPLING,
-                f"{seq.model} takes no temperature (it was {temperature:g}); Anthropic: "
-                '"`temperature` is deprecated for this model." (leave it out)',
-                None,
-            )
+            f"{seq.model} takes no temperature (it was {temperature:g}); Anthropic: "
+            '"`temperature` is deprecated for this model." (leave it out)'
         ]
-    top_p, top_k = _number(envelope.get("top_p")), _number(envelope.get("top_k"))
-    if version is not None and version >= (4, 5) and temperature is not None and top_p is not None:
+    if temperature is not None and top_p is not None:
         return [
-            violation(
-                SAMPLING,
-                f"{seq.model} takes temperature or top_p, not both (they were {temperature:g} "
-                f'and {top_p:g}); Anthropic: "`temperature` and `top_p` cannot both be '
-                'specified for this model. Please use only one."',
-                None,
-            )
+            f"{seq.model} takes temperature or top_p, not both (they were {temperature:g} "
+            f'and {top_p:g}); Anthropic: "`temperature` and `top_p` cannot both be '
+            'specified for this model. Please use only one."'
         ]
+    return []
+
+
+def _beside_thinking(seq: MessageSequence) -> list[str]:
     thinking = thinking_type(seq)
     if thinking not in ("enabled", "adaptive") or "claude" not in (seq.model or "").lower():
         return []
+    envelope = seq.envelope
+    temperature, top_p = _number(envelope.get("temperature")), _number(envelope.get("top_p"))
+    top_k = _number(envelope.get("top_k"))
     found: list[str] = []
     if temperature not in (None, 1):
         found.append(
@@ -187,15 +192,8 @@ def sampling(seq: MessageSequence) -> list[Violation]:
             f'top_k is {top_k:g}; Anthropic: "`top_k` must be unset when thinking is enabled '
             'or in adaptive mode"'
         )
-    return [
-        violation(
-            SAMPLING,
-            f"thinking is {thinking}, and {text} (leave the sampling settings out, or turn "
-            "thinking off)",
-            None,
-        )
-        for text in found
-    ]
+    fix = "(leave the sampling settings out, or turn thinking off)"
+    return [f"thinking is {thinking}, and {text} {fix}" for text in found]
 
 
 def _takes_no_sampling(version: str | None) -> bool:
