@@ -825,9 +825,10 @@ async def test_langchaingo_1355_a_temperature_gpt_5_does_not_take_is_refused_by_
     """tmc/langchaingo #1355 (and chatbox #2564, code-gpt-docs #445, Open-WebUI-Functions
     #98): an application's fixed temperature (or max_tokens) sent to GPT-5 or an o-series
     model, and OpenAI refused every call ("Unsupported value: 'temperature' does not support
-    0 with this model. Only the default (1) value is supported."). turngate refuses it
-    before sending, in OpenAI's words and with its param; the settings the model takes go
-    up."""
+    0 with this model. Only the default (1) value is supported."; Responses, sourcebot #454:
+    "Unsupported parameter: 'temperature' is not supported with this model."). turngate
+    refuses it before sending, in OpenAI's words and with its param; the settings the model
+    takes go up."""
     stack = await make_stack()
     ask: Any = [{"role": "user", "content": "Tag this ticket."}]
     async with openai_sdk(stack) as client:
@@ -838,6 +839,10 @@ async def test_langchaingo_1355_a_temperature_gpt_5_does_not_take_is_refused_by_
         message = refused(stack, caught.value, "openai_reasoning_settings", "gpt-5-mini")
         assert "Unsupported value: 'temperature' does not support 0 with this model." in message
         assert caught.value.param == "temperature"
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input="Tag this ticket.", temperature=0.2)
+        message = refused(stack, caught.value, "openai_reasoning_settings", "gpt-5")
+        assert "Unsupported parameter: 'temperature' is not supported with this model." in message
         stack.upstream.reply(chat_answer())
         await client.chat.completions.create(
             model="gpt-5-mini", messages=ask, max_completion_tokens=256

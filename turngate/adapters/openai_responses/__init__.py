@@ -39,6 +39,7 @@ CAPABILITIES = Capabilities(
         "responses_tool_name_pattern",
         "responses_tool_schemas",
         "responses_tool_choice",
+        "openai_reasoning_settings",
     ),
     # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and
     # tools, as the Assistants it replaces did.

@@ -1,12 +1,13 @@
-"""OpenAI Chat: the settings a reasoning model does not take (``openai_reasoning_settings``).
+"""OpenAI: the settings a reasoning model does not take (``openai_reasoning_settings``).
 
     a ``temperature`` other than 1 on o1, o3, o4 and GPT-5, which sample at their default
-        only: "Unsupported value: 'temperature' does not support 0.2 with this model. Only
-        the default (1) value is supported." (langchaingo #1355, chatbox #2564, code-gpt-docs
-        #445, Open-WebUI-Functions #98)
-    ``max_tokens`` on them, which count reasoning tokens under ``max_completion_tokens``:
-        "Unsupported parameter: 'max_tokens' is not supported with this model. Use
-        'max_completion_tokens' instead."
+        only: on Chat "Unsupported value: 'temperature' does not support 0.2 with this
+        model. Only the default (1) value is supported." (langchaingo #1355, chatbox #2564,
+        code-gpt-docs #445, Open-WebUI-Functions #98), on Responses "Unsupported parameter:
+        'temperature' is not supported with this model." (sourcebot #454, modAI #84)
+    Chat's ``max_tokens`` on them, which count reasoning tokens under
+        ``max_completion_tokens``: "Unsupported parameter: 'max_tokens' is not supported
+        with this model. Use 'max_completion_tokens' instead."
 
 Both are refused with OpenAI's ``param``. The model is the body's ``model`` as OpenAI names
 it. GPT-5.1 and later take a temperature while their reasoning effort is none, so they are
@@ -46,9 +47,11 @@ def reasoning_settings(seq: MessageSequence) -> list[Violation]:
         text = (
             f"Unsupported value: 'temperature' does not support {temperature:g} with this "
             "model. Only the default (1) value is supported."
+            if seq.api == "openai_chat"
+            else "Unsupported parameter: 'temperature' is not supported with this model."
         )
         out.append(_refused(seq.model, text, "temperature", "leave it out"))
-    if max_tokens is not None:
+    if max_tokens is not None and seq.api == "openai_chat":
         text = (
             "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
             "'max_completion_tokens' instead."
