@@ -223,10 +223,10 @@ def test_every_violation_names_its_content_block_and_call():
 
 
 def declaring(*names: str) -> dict[str, Any]:
-    return {
-        **body(ASK),
-        "tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": n} for n in names]}],
-    }
+    """``names`` declared in the second ``tools`` entry (Gemini 2 takes no Google Search
+    beside declared functions, so the first entry declares one more)."""
+    first = {"functionDeclarations": [{"name": "search_docs"}]}
+    return {**body(ASK), "tools": [first, {"functionDeclarations": [{"name": n} for n in names]}]}
 
 
 @pytest.mark.parametrize(
@@ -609,4 +609,78 @@ def test_thinking_settings_the_model_does_not_take_are_refused(
         return
     (refusal,) = found
     assert refusal.rule == "gemini_thinking_config"
+    assert words in refusal.message
+
+
+WEATHER_DECLARED = {"functionDeclarations": [{"name": "weather", "parameters": {"type": "object"}}]}
+JSON_OUT = {"responseMimeType": "application/json"}
+COMBINATIONS = [
+    (
+        "JSON output beside declared functions",
+        "gemini-2.5-flash",
+        [WEATHER_DECLARED],
+        JSON_OUT,
+        "Function calling with a response mime type: 'application/json' is unsupported",
+    ),
+    (
+        "JSON output beside Google Search",
+        "gemini-2.0-flash",
+        [{"googleSearch": {}}],
+        JSON_OUT,
+        "Tool use with a response mime type: 'application/json' is unsupported",
+    ),
+    (
+        "Google Search beside declared functions",
+        "gemini-2.5-pro",
+        [{"google_search": {}}, WEATHER_DECLARED],
+        {},
+        "Tool use with function calling is unsupported",
+    ),
+    (
+        "all of it on Gemini 3, which combines them",
+        "gemini-3-flash-preview",
+        [{"googleSearch": {}}, WEATHER_DECLARED],
+        JSON_OUT,
+        None,
+    ),
+    ("JSON output alone", "gemini-2.5-flash", [], JSON_OUT, None),
+    (
+        "declared functions with text output",
+        "gemini-2.5-flash",
+        [WEATHER_DECLARED],
+        {"responseMimeType": "text/plain"},
+        None,
+    ),
+    (
+        "an alias whose family the id does not say",
+        "gemini-flash-latest",
+        [WEATHER_DECLARED],
+        JSON_OUT,
+        None,
+    ),
+    (
+        "Google Search and code execution together",
+        "gemini-2.5-flash",
+        [{"googleSearch": {}}, {"codeExecution": {}}],
+        {},
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("model_name", "tools", "generation", "words"),
+    [pytest.param(m, t, g, w, id=case) for case, m, t, g, w in COMBINATIONS],
+)
+def test_tools_and_json_output_gemini_2_does_not_combine_are_refused(
+    model_name: str, tools: list[Any], generation: dict[str, Any], words: str | None
+):
+    request = {**body(ASK), "tools": tools, "generationConfig": generation}
+    seq = ADAPTER.parse_request(request, RouteInfo(model=model_name, stream=False))
+    found = validate(seq, CAPABILITIES).violations
+    if words is None:
+        assert found == ()
+        return
+    (refusal,) = found
+    assert refusal.rule == "gemini_tool_combination"
     assert words in refusal.message

@@ -1611,6 +1611,45 @@ async def test_qwen_code_9094_thinking_settings_gemini_refuses_are_refused_by_na
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_symfony_ai_1777_json_output_beside_functions_on_gemini_2_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """symfony/ai #1777 / #803 (and ai-manus #101, gemini-balance #264): an agent asked
+    Gemini 2.5 for JSON output while declaring its tools, or gave it Google Search beside
+    them, and every request failed ("Function calling with a response mime type:
+    'application/json' is unsupported", "Tool use with function calling is unsupported").
+    Gemini 3 combines them (symfony/ai PR #1023). turngate refuses the combination before
+    sending, by the model in the path; the same request to Gemini 3 goes up."""
+    stack = await make_stack()
+    functions = genai_types.Tool(
+        function_declarations=[genai_types.FunctionDeclaration(name="get_weather")]
+    )
+    search = genai_types.Tool(google_search=genai_types.GoogleSearch())
+    json_out = genai_types.GenerateContentConfig(
+        tools=[functions], response_mime_type="application/json"
+    )
+    searching = genai_types.GenerateContentConfig(tools=[search, functions])
+    client = genai_sdk(stack)
+    for config, words in (
+        (json_out, "Function calling with a response mime type: 'application/json'"),
+        (searching, "Tool use with function calling is unsupported"),
+    ):
+        with pytest.raises(genai_errors.ClientError) as caught:
+            await client.aio.models.generate_content(
+                model="gemini-2.5-flash", contents="Weather in Paris?", config=config
+            )
+        refused(stack, caught.value, "gemini_tool_combination")
+        assert words in str(caught.value.message)
+    text = {"role": "model", "parts": [{"text": '{"city": "Paris"}'}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    await client.aio.models.generate_content(
+        model="gemini-3-flash-preview", contents="Weather in Paris?", config=json_out
+    )
+    await client.aio.aclose()
+    assert len(stack.upstream.received) == 1
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     make_stack: StackFactory,
 ):

@@ -38,6 +38,7 @@ CAPABILITIES = Capabilities(
         "gemini_function_names_unique",
         "gemini_tool_schemas",
         "gemini_thinking_config",
+        "gemini_tool_combination",
     ),
     tools_held_by=("cachedContent", "cached_content"),
     # Computer use: the application runs the UI actions the model calls by its own names.

@@ -1,18 +1,23 @@
-"""Gemini: the thinking settings the model takes (``gemini_thinking_config``).
+"""Gemini: the settings the model takes, by its id in the path (``gemini-2.5-pro``,
+``models/gemini-3.1-pro-preview``).
 
-    a thinking budget and a thinking level together, on any model ("You can only set only
-        one of thinking budget and thinking level."): a gateway that adds one beside the
-        client's other (eclipse-peon-ai #115)
-    a thinking level on a model before Gemini 3, which takes a budget only
-        ("thinking_level is not supported for this model"; qwen-code PR #9094, kilocode
-        PR #5139)
-    a budget of 0 on a Pro model of 2.5 and later, which always thinks ("Budget 0 is
-        invalid. This model only works in thinking mode."; vercel/ai #8027, pi #3460,
-        docker-agent #2051)
+    gemini_thinking_config     a thinking budget and a thinking level together, on any
+        model ("You can only set only one of thinking budget and thinking level."): a
+        gateway that adds one beside the client's other (eclipse-peon-ai #115); a thinking
+        level before Gemini 3, which takes a budget only ("thinking_level is not supported
+        for this model"; qwen-code PR #9094, kilocode PR #5139); a budget of 0 on a Pro
+        model of 2.5 and later, which always thinks ("Budget 0 is invalid. This model only
+        works in thinking mode."; vercel/ai #8027, pi #3460, docker-agent #2051)
+    gemini_tool_combination    before Gemini 3, which combines them: JSON output
+        (``responseMimeType: application/json``) beside declared functions ("Function
+        calling with a response mime type: 'application/json' is unsupported"; symfony/ai
+        #1777, ai-manus #101) or beside Google's own tools ("Tool use with a response mime
+        type: 'application/json' is unsupported"; gemini-balance #264), and Google Search,
+        code execution or URL context beside declared functions ("Tool use with function
+        calling is unsupported"; symfony/ai #803)
 
-The model is read from its id in the path (``gemini-2.5-pro``, ``models/gemini-3.1-pro-
-preview``); an alias such as ``gemini-flash-latest``, whose family the id does not say, is
-judged on the first point only.
+An alias whose family the id does not say (``gemini-flash-latest``) is judged only where the
+model does not matter.
 """
 
 from __future__ import annotations
@@ -25,8 +30,22 @@ from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
 THINKING_CONFIG = "gemini_thinking_config"
+TOOL_COMBINATION = "gemini_tool_combination"
 # A Gemini model's version and tier from its id: "gemini-2.5-pro", "gemini-3.1-flash-lite".
 _MODEL = re.compile(r"(?:^|/)gemini-(\d+)(?:\.(\d+))?-([a-z]+)")
+# Google's own tools that Gemini 2 does not combine with declared functions.
+_SEARCH_TOOLS = frozenset(
+    {
+        "googleSearch",
+        "google_search",
+        "googleSearchRetrieval",
+        "google_search_retrieval",
+        "codeExecution",
+        "code_execution",
+        "urlContext",
+        "url_context",
+    }
+)
 
 
 @rule(THINKING_CONFIG)
@@ -81,3 +100,43 @@ def _thinking(seq: MessageSequence) -> dict[str, Any]:
 def _either(value: dict[str, Any], camel: str, snake: str) -> Any:
     found = value.get(camel)
     return found if found is not None else value.get(snake)
+
+
+@rule(TOOL_COMBINATION)
+def tool_combination(seq: MessageSequence) -> list[Violation]:
+    if not seq.tools:
+        return []
+    model = _MODEL.search(seq.model or "")
+    if model is None or int(model.group(1)) >= 3:
+        return []
+    functions = any(tool.tool_type == "function" for tool in seq.tools)
+    searches = [t.name for t in seq.tools if t.tool_type == "hosted" and t.name in _SEARCH_TOOLS]
+    generation = _either(seq.envelope, "generationConfig", "generation_config")
+    mime = (
+        _either(generation, "responseMimeType", "response_mime_type")
+        if isinstance(generation, dict)
+        else None
+    )
+    fix = "(Gemini 3 combines them; or make two calls)"
+    if isinstance(mime, str) and mime.lower() == "application/json" and (functions or searches):
+        kind = "Function calling" if functions else "Tool use"
+        what = "declared functions" if functions else f"the {searches[0]} tool"
+        return [
+            violation(
+                TOOL_COMBINATION,
+                f"{seq.model} takes no JSON output (responseMimeType application/json) beside "
+                f"{what}; Gemini: \"{kind} with a response mime type: 'application/json' is "
+                f'unsupported" {fix}',
+                None,
+            )
+        ]
+    if functions and searches:
+        return [
+            violation(
+                TOOL_COMBINATION,
+                f"{seq.model} takes no {searches[0]} tool beside declared functions; Gemini: "
+                f'"Tool use with function calling is unsupported" {fix}',
+                None,
+            )
+        ]
+    return []
