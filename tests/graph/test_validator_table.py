@@ -312,6 +312,12 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "REJECTED",
         "openai_reasoning_settings",
     ),
+    (
+        "JSON mode with no message saying json (mem0 #3559)",
+        {**body(user("List three colors.")), "response_format": {"type": "json_object"}},
+        "REJECTED",
+        "openai_json_mode",
+    ),
 ]
 
 
@@ -511,3 +517,25 @@ def test_a_reasoning_setting_is_refused_with_openais_param():
         ("openai_reasoning_settings", "max_tokens"),
     ]
     assert "'temperature' does not support 0.5 with this model." in found[0].message
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "system", "content": "Answer in JSON."}, user("List three colors.")],
+        [user("List three colors as a json array.")],
+        [{"role": "user", "content": [{"type": "text", "text": "Colors, please. Format: Json."}]}],
+    ],
+)
+def test_json_mode_goes_up_once_any_message_says_json(messages: list[dict[str, Any]]):
+    request = {**body(*messages), "response_format": {"type": "json_object"}}
+    assert verdict_of(request).ready
+
+
+def test_json_mode_is_refused_with_openais_param_and_words():
+    request = {**body(user("List three colors.")), "response_format": {"type": "json_object"}}
+    (found,) = verdict_of(request).violations
+    assert found.location == "messages"
+    assert "'messages' must contain the word 'json' in some form" in found.message
+    schema = {"type": "json_schema", "json_schema": {"name": "colors", "schema": {}}}
+    assert verdict_of({**request, "response_format": schema}).ready

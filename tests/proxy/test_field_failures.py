@@ -850,6 +850,39 @@ async def test_langchaingo_1355_a_temperature_gpt_5_does_not_take_is_refused_by_
     assert len(stack.upstream.received) == 1
 
 
+async def test_mem0_3559_json_mode_with_no_message_saying_json_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """mem0ai/mem0 #3559 (and xray.koplugin #33, agno PR #5317): JSON mode on, and a custom
+    prompt that no longer said "json"; OpenAI refused every call ("'messages' must contain
+    the word 'json' in some form, to use 'response_format' of type 'json_object'.", and in
+    Responses' words for text.format). turngate refuses it before sending with OpenAI's
+    param; once a message says JSON, it goes up."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "Extract the facts from: I live in Lyon."}]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="gpt-4o-mini", messages=ask, response_format={"type": "json_object"}
+            )
+        refused(stack, caught.value, "openai_json_mode", "'messages' must contain the word")
+        assert caught.value.param == "messages"
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(
+                model="gpt-4o-mini",
+                input="Extract the facts from: I live in Lyon.",
+                text={"format": {"type": "json_object"}},
+            )
+        refused(stack, caught.value, "openai_json_mode", "'text.format' of type 'json_object'")
+        assert caught.value.param == "text.format"
+        stack.upstream.reply(chat_answer())
+        system: Any = {"role": "system", "content": "Reply with a JSON object of facts."}
+        await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[system, *ask], response_format={"type": "json_object"}
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -9,6 +9,14 @@
         ``max_completion_tokens``: "Unsupported parameter: 'max_tokens' is not supported
         with this model. Use 'max_completion_tokens' instead."
 
+``openai_json_mode``: JSON mode (Chat's ``response_format``, Responses' ``text.format``, of
+type ``json_object``) when no message says "json": "'messages' must contain the word 'json'
+in some form, to use 'response_format' of type 'json_object'." (Responses: "Response input
+messages must contain the word 'json' in some form to use 'text.format' of type
+'json_object'."). Any mention counts, in any case and any part of any message (Responses'
+``instructions`` too); a Responses request continuing a stored response, or using a stored
+prompt, is left to OpenAI, which holds the rest of its input.
+
 Both are refused with OpenAI's ``param``. The model is the body's ``model`` as OpenAI names
 it. GPT-5.1 and later take a temperature while their reasoning effort is none, so they are
 left to OpenAI, as are a chat variant (``gpt-5-chat-latest``), a gateway's name for the
@@ -21,11 +29,14 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 
+import orjson
+
 from turngate.graph.model import MessageSequence
 from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
 REASONING_SETTINGS = "openai_reasoning_settings"
+JSON_MODE = "openai_json_mode"
 _REASONING_MODEL = re.compile(r"o[134](?:-[a-z0-9-]+)?|gpt-5(?:-(?!chat)[a-z0-9-]+)?").fullmatch
 
 
@@ -65,3 +76,37 @@ def _refused(model: str, text: str, param: str, fix: str) -> Violation:
         REASONING_SETTINGS, f'{model} is a reasoning model; OpenAI: "{text}" ({fix})', None
     )
     return replace(found, location=param)
+
+
+@rule(JSON_MODE)
+def json_mode(seq: MessageSequence) -> list[Violation]:
+    envelope = seq.envelope
+    if seq.api == "openai_chat":
+        chosen, param = envelope.get("response_format"), "messages"
+        text = (
+            "'messages' must contain the word 'json' in some form, to use 'response_format' of "
+            "type 'json_object'."
+        )
+    else:
+        config = envelope.get("text")
+        chosen, param = config.get("format") if isinstance(config, dict) else None, "text.format"
+        text = (
+            "Response input messages must contain the word 'json' in some form to use "
+            "'text.format' of type 'json_object'."
+        )
+    if not isinstance(chosen, dict) or chosen.get("type") != "json_object":
+        return []
+    if seq.history == "partial" or envelope.get("prompt") is not None or _mentions_json(seq):
+        return []
+    found = violation(
+        JSON_MODE,
+        f'JSON mode is on and no message says "json"; OpenAI: "{text}" (say in the system '
+        "prompt or the request that the answer is JSON)",
+        None,
+    )
+    return [replace(found, location=param)]
+
+
+def _mentions_json(seq: MessageSequence) -> bool:
+    said = [[b.semantic() for b in m.blocks] for m in seq.messages]
+    return b"json" in orjson.dumps(said).lower()
