@@ -250,7 +250,8 @@ async def test_a_killed_replica_is_taken_over_once_its_lease_runs_out(
     assert [r.operation_id for r in recovered] == [op]
     assert recovered[0].state is S.UNKNOWN
     assert [c.state for c in recovered[0].history] == [S.PREPARED, S.DISPATCHING, S.SENT, S.UNKNOWN]
-    assert 0.5 < waited < 2.5  # the child's lease_ttl is 1 s
+    # The child's lease_ttl is 1 s; a loaded 2-core machine stretched the polling to 2.7 s.
+    assert 0.5 < waited < 4.5
     # UNKNOWN still blocks the slot: no new generation before the old one is known over.
     with pytest.raises(ClaimConflict) as raised:
         await survivor.claim(draft("conv-crash", revision=2), now=23.0)
