@@ -319,7 +319,9 @@ def anthropic_graphs(draw: st.DrawFn) -> MessageSequence:
             )
         if draw(st.booleans()):
             blocks.append(TextBlock(text=draw(_texts), **b.common(f"m{index}.text", "assistant")))
-        for k in range(draw(st.integers(0 if blocks else 1, 3))):
+        # Thinking alone is no answer (anthropic_thinking_final): text or a call follows it.
+        answered = any(isinstance(block, TextBlock) for block in blocks)
+        for k in range(draw(st.integers(0 if answered else 1, 3))):
             call = ToolCallBlock(
                 call_id=f"toolu_{turn}_{k}",
                 name=draw(st.sampled_from(["get_weather", "lookup"])),

@@ -480,7 +480,8 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         "text before thinking in an earlier answer (claude-code #20705)",
         body(user("hi"), assistant(text("hello"), thinking()), user("next?")),
         "REJECTED",
-        ["anthropic_thinking_order"],
+        # Swapped, the message also ends with its thinking.
+        ["anthropic_thinking_order", "anthropic_thinking_final"],
     ),
     (
         "a thinking block before a tool_use with its signature missing",
@@ -504,6 +505,12 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ),
         "REJECTED",
         ["anthropic_thinking_signature"],
+    ),
+    (
+        "a reasoning-only turn kept in the history (forgecode #3071)",
+        body(user("hi"), assistant(thinking("let me see")), user("go on"), thinking=ENABLED),
+        "REJECTED",
+        ["anthropic_thinking_final"],
     ),
     (
         "a manual thinking budget on Claude Opus 4.7, which takes adaptive thinking only "
@@ -730,6 +737,16 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             assistant({"type": "redacted_thinking", "data": "opaque"}, tool_use("toolu_1")),
             user(tool_result("toolu_1")),
             thinking={"type": "enabled", "budget_tokens": 1024},
+        ),
+    ),
+    (
+        "thinking and the call that followed it sent as two assistant messages (one turn)",
+        body(
+            user("weather?"),
+            assistant(thinking("let me see")),
+            assistant(tool_use("toolu_1")),
+            user(tool_result("toolu_1")),
+            thinking=ENABLED,
         ),
     ),
     (

@@ -1216,6 +1216,38 @@ async def test_claude_code_19539_thinking_changed_since_the_answer_is_refused_by
     assert len(stack.upstream.received) == 2
 
 
+async def test_forgecode_3071_a_reasoning_only_turn_in_the_history_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """tailcallhq/forgecode #3071 / #2107 (and hermes-agent PR #16921): an answer that was
+    thinking alone (no text, no call) was kept in the history, and every later request
+    failed ("messages.17: The final block in an assistant message cannot be `thinking`."),
+    so the conversation was dead. turngate refuses it before sending, naming the message;
+    with the answer's text after its thinking, the request goes up."""
+    stack = await make_stack()
+    thought: Any = {"type": "thinking", "thinking": "The user wants a plan.", "signature": "c2ln"}
+    settings: Any = {
+        "model": CLAUDE,
+        "max_tokens": 4096,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+    }
+    ask: Any = {"role": "user", "content": "Plan the migration."}
+    more: Any = {"role": "user", "content": "Go on."}
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                **settings, messages=[ask, {"role": "assistant", "content": [thought]}, more]
+            )
+        message = refused(stack, caught.value, "anthropic_thinking_final", "messages[1]")
+        assert "The final block in an assistant message cannot be `thinking`." in message
+        stack.upstream.reply(claude_answer("Step two: migrate."))
+        answered: Any = [thought, {"type": "text", "text": "Step one: back up."}]
+        await client.messages.create(
+            **settings, messages=[ask, {"role": "assistant", "content": answered}, more]
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_litellm_9001_a_thinking_budget_not_below_max_tokens_is_refused_unless_interleaved(
     make_stack: StackFactory,
 ):

@@ -33,6 +33,7 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_signature",
         "anthropic_thinking_disabled",
         "anthropic_thinking_order",
+        "anthropic_thinking_final",
         "anthropic_thinking_forced_tool",
         "anthropic_thinking_mode",
         "anthropic_thinking_budget",

@@ -24,6 +24,8 @@ merged as the API merges them). These rules add what only Anthropic enforces:
     anthropic_thinking_signature   thinking on: a thinking block before a tool_use has a signature
     anthropic_thinking_disabled    thinking off: the open tool loop (or a prefill) holds no thinking
     anthropic_thinking_order       an assistant message holding thinking starts with thinking
+    anthropic_thinking_final       an assistant message the conversation moved on from does not
+                                   end with thinking (a reasoning-only turn)
     anthropic_cache_breakpoints    at most 4 ``cache_control`` marks on tools, system blocks and
                                    message blocks together
     anthropic_tool_names_unique    no two tools (client or server) share a name
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 from turngate.graph.history import is_compaction
@@ -68,6 +71,7 @@ THINKING_FIRST = "anthropic_thinking_first"
 THINKING_SIGNATURE = "anthropic_thinking_signature"
 THINKING_DISABLED = "anthropic_thinking_disabled"
 THINKING_ORDER = "anthropic_thinking_order"
+THINKING_FINAL = "anthropic_thinking_final"
 THINKING_FORCED_TOOL = "anthropic_thinking_forced_tool"
 TOOL_CHOICE = "anthropic_tool_choice"
 CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
@@ -637,6 +641,36 @@ def thinking_order(seq: MessageSequence) -> list[Violation]:
                 'be thinking or redacted_thinking." (send its blocks back in their order)',
                 message,
                 first,
+            )
+        )
+    return out
+
+
+@rule(THINKING_FINAL)
+def thinking_final(seq: MessageSequence) -> list[Violation]:
+    """A reasoning-only turn kept in the history (thinking, then no text or call) is refused
+    on every later request: "messages.17: The final block in an assistant message cannot be
+    `thinking`." (forgecode #3071, hermes-agent PR #16921). The request's last message, a
+    prefill, is left to the thinking-off rule and to Anthropic."""
+    out: list[Violation] = []
+    entries = _entries(seq)
+    for entry, following in pairwise(entries):
+        # Another assistant message right after it is merged into the same turn.
+        if entry[0].role != "assistant" or following[0].role == "assistant":
+            continue
+        message = entry[-1]
+        last = message.blocks[-1] if message.blocks else None
+        if not isinstance(last, ReasoningBlock):
+            continue
+        native = "redacted_thinking" if last.redacted else "thinking"
+        out.append(
+            violation(
+                THINKING_FINAL,
+                f"assistant message ends with {native}, with no text or tool call after it; "
+                'Anthropic: "The final block in an assistant message cannot be `thinking`." '
+                "(drop the reasoning-only turn, or keep the answer that followed its thinking)",
+                message,
+                last,
             )
         )
     return out
