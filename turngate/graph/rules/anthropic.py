@@ -19,27 +19,19 @@ merged as the API merges them). These rules add what only Anthropic enforces:
                                    and no turn the conversation moved on from leaves a
                                    ``server_tool_use`` without its result
     anthropic_server_tool_id       (code ``invalid_call_id``) server tool ids match ``srvtoolu_…``
-    anthropic_thinking_first       thinking enabled: an open tool loop's assistant turn starts with
-                                   thinking or redacted_thinking
-    anthropic_thinking_signature   thinking on: a thinking block before a tool_use has a signature
-    anthropic_thinking_disabled    thinking off: the open tool loop (or a prefill) holds no thinking
-    anthropic_thinking_order       an assistant message holding thinking starts with thinking
-    anthropic_thinking_final       an assistant message the conversation moved on from does not
-                                   end with thinking (a reasoning-only turn)
     anthropic_cache_breakpoints    at most 4 ``cache_control`` marks on tools, system blocks and
                                    message blocks together
     anthropic_tool_names_unique    no two tools (client or server) share a name
     anthropic_tool_name_pattern    a client tool's name is 1-128 of ``a-z A-Z 0-9 _ -``
 
-A "tool loop" is what Anthropic calls one assistant turn: the assistant messages after the
-last user message that carries no tool_result, with the result messages between them.
+Where thinking blocks may stand is in anthropic_thinking_blocks.py; the thinking and sampling
+settings the model takes, in anthropic_settings.py.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from itertools import pairwise
 from typing import Any
 
 from turngate.graph.history import is_compaction
@@ -47,7 +39,6 @@ from turngate.graph.model import (
     AnyBlock,
     Message,
     MessageSequence,
-    ReasoningBlock,
     ServerToolBlock,
     TextBlock,
     ToolCallBlock,
@@ -67,11 +58,6 @@ PREFILL_WHITESPACE = "anthropic_prefill_whitespace"
 SERVER_TOOL_RESULT = "anthropic_server_tool_result"
 SERVER_TOOL_ID = "anthropic_server_tool_id"
 PREFILL_UNSUPPORTED = "anthropic_prefill_unsupported"
-THINKING_FIRST = "anthropic_thinking_first"
-THINKING_SIGNATURE = "anthropic_thinking_signature"
-THINKING_DISABLED = "anthropic_thinking_disabled"
-THINKING_ORDER = "anthropic_thinking_order"
-THINKING_FINAL = "anthropic_thinking_final"
 THINKING_FORCED_TOOL = "anthropic_thinking_forced_tool"
 TOOL_CHOICE = "anthropic_tool_choice"
 CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
@@ -91,11 +77,11 @@ _PREFILL_TEXT = (
 _INSTRUCTIONS = ("system", "developer")
 
 
-def _conversation(seq: MessageSequence) -> list[Message]:
+def conversation_of(seq: MessageSequence) -> list[Message]:
     return [m for m in seq.messages if m.role not in _INSTRUCTIONS]
 
 
-def _entries(seq: MessageSequence) -> list[list[Message]]:
+def entries_of(seq: MessageSequence) -> list[list[Message]]:
     """Messages grouped by the list entry they came from (a ``mid_conv_system`` block splits
     one entry into several graph messages with the same index)."""
     groups: list[list[Message]] = []
@@ -114,7 +100,7 @@ def _entries(seq: MessageSequence) -> list[list[Message]]:
 def first_message_user(seq: MessageSequence) -> list[Violation]:
     if seq.history == "partial":
         return []  # a thread's continue: the conversation starts in what the server holds
-    conversation = _conversation(seq)
+    conversation = conversation_of(seq)
     if not conversation:
         return [violation(FIRST_MESSAGE_USER, "the request has no user message", None)]
     first = conversation[0]
@@ -139,7 +125,7 @@ def _opens_with_compaction(message: Message) -> bool:
 @rule(EMPTY_CONTENT)
 def empty_content(seq: MessageSequence) -> list[Violation]:
     out = _empty_system_texts(seq)
-    entries = _entries(seq)
+    entries = entries_of(seq)
     for position, entry in enumerate(entries):
         host = entry[0]
         blocks = [b for m in entry for b in m.blocks]
@@ -235,7 +221,7 @@ def _refuses_prefill(model: str | None) -> bool:
 def prefill_unsupported(seq: MessageSequence) -> list[Violation]:
     if seq.history == "partial" or not _refuses_prefill(seq.model):
         return []
-    entries = _entries(seq)
+    entries = entries_of(seq)
     if not entries or entries[-1][0].role != "assistant":
         return []
     last = entries[-1][0]
@@ -296,7 +282,7 @@ def server_tool_results(seq: MessageSequence) -> list[Violation]:
     # The loop's calls whose result has not come yet (a turn that mixes server and client
     # tools runs its server calls after the client's results: they resolve later in the loop).
     unresolved: dict[str, tuple[Message, ServerToolBlock]] = {}
-    for message in _conversation(seq):
+    for message in conversation_of(seq):
         if message.role == "user" and not any(
             isinstance(b, ToolResultBlock) for b in message.blocks
         ):
@@ -446,80 +432,6 @@ def thinking_type(seq: MessageSequence) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def _open_loop(seq: MessageSequence) -> list[Message]:
-    """The messages after the last user message that carries no tool_result: the assistant
-    turn the request goes on with, and its results."""
-    conversation = [m for m in _conversation(seq) if m.role in ("user", "assistant")]
-    start = 0
-    for position, message in enumerate(conversation):
-        if message.role == "user" and not any(
-            isinstance(b, ToolResultBlock) for b in message.blocks
-        ):
-            start = position + 1
-    return conversation[start:]
-
-
-@rule(THINKING_FIRST)
-def thinking_first(seq: MessageSequence) -> list[Violation]:
-    """With ``thinking: enabled`` the API refuses an open tool loop whose assistant turn does
-    not start with thinking ("a final assistant message must start with a thinking block").
-    Adaptive thinking may skip thinking, so it is not checked."""
-    if thinking_type(seq) != "enabled":
-        return []
-    loop = _open_loop(seq)
-    if not loop or loop[-1].role != "user":
-        return []
-    if not any(isinstance(b, ToolCallBlock) for m in loop for b in m.blocks):
-        return []
-    opening: list[Message] = []
-    for message in loop:
-        if message.role != "assistant":
-            break
-        opening.append(message)
-    first = next(((m, b) for m in opening for b in m.blocks), None)
-    if first is not None and isinstance(first[1], ReasoningBlock):
-        return []
-    message, block = first if first is not None else (loop[0], None)
-    found = block.kind if block is not None else "nothing"
-    return [
-        violation(
-            THINKING_FIRST,
-            "thinking is enabled and the tool loop is still open, so its assistant turn must "
-            f"start with a thinking or redacted_thinking block (found {found})",
-            message,
-            block,
-        )
-    ]
-
-
-@rule(THINKING_SIGNATURE)
-def thinking_signature(seq: MessageSequence) -> list[Violation]:
-    if thinking_type(seq) not in ("enabled", "adaptive"):
-        return []
-    out: list[Violation] = []
-    for message in seq.messages:
-        if message.role != "assistant":
-            continue
-        for position, block in enumerate(message.blocks):
-            if not isinstance(block, ReasoningBlock) or block.redacted or block.signature:
-                continue
-            call = next(
-                (b for b in message.blocks[position + 1 :] if isinstance(b, ToolCallBlock)), None
-            )
-            if call is not None:
-                out.append(
-                    violation(
-                        THINKING_SIGNATURE,
-                        f"thinking block '{block.id}' precedes tool call '{call.call_id}' but "
-                        "has no signature; it must be sent back exactly as received",
-                        message,
-                        block,
-                        call_id=call.call_id,
-                    )
-                )
-    return out
-
-
 @rule(CACHE_BREAKPOINTS)
 def cache_breakpoints(seq: MessageSequence) -> list[Violation]:
     """Marks on tool definitions, system blocks and message blocks count; those nested in a
@@ -588,89 +500,3 @@ def tool_names_outside_pattern(seq: MessageSequence) -> list[Violation]:
         for position, tool in enumerate(seq.tools)
         if tool.tool_type == "function" and _TOOL_NAME(tool.name) is None
     ]
-
-
-@rule(THINKING_DISABLED)
-def thinking_disabled(seq: MessageSequence) -> list[Violation]:
-    """Thinking off (``thinking`` absent or disabled): the assistant turn the request goes on
-    with holds no thinking block; earlier, finished turns may keep theirs."""
-    if thinking_type(seq) not in (None, "disabled"):
-        return []
-    found = next(
-        (
-            (m, b)
-            for m in _open_loop(seq)
-            if m.role == "assistant"
-            for b in m.blocks
-            if isinstance(b, ReasoningBlock)
-        ),
-        None,
-    )
-    if found is None:
-        return []
-    message, block = found
-    return [
-        violation(
-            THINKING_DISABLED,
-            f"thinking is off and the assistant turn the request goes on with holds a {block.kind} "
-            'block; Anthropic: "When thinking is disabled, an `assistant` message in the final '
-            'position cannot contain `thinking`." (enable thinking, or drop the block)',
-            message,
-            block,
-        )
-    ]
-
-
-@rule(THINKING_ORDER)
-def thinking_order(seq: MessageSequence) -> list[Violation]:
-    out: list[Violation] = []
-    for entry in _entries(seq):
-        if entry[0].role != "assistant":
-            continue
-        blocks = [(m, b) for m in entry for b in m.blocks]
-        if not any(isinstance(b, ReasoningBlock) for _m, b in blocks):
-            continue
-        message, first = blocks[0]
-        if isinstance(first, ReasoningBlock):
-            continue
-        out.append(
-            violation(
-                THINKING_ORDER,
-                f"assistant message holds thinking but starts with {first.kind}; Anthropic: "
-                '"If an assistant message contains any thinking blocks, the first block must '
-                'be thinking or redacted_thinking." (send its blocks back in their order)',
-                message,
-                first,
-            )
-        )
-    return out
-
-
-@rule(THINKING_FINAL)
-def thinking_final(seq: MessageSequence) -> list[Violation]:
-    """A reasoning-only turn kept in the history (thinking, then no text or call) is refused
-    on every later request: "messages.17: The final block in an assistant message cannot be
-    `thinking`." (forgecode #3071, hermes-agent PR #16921). The request's last message, a
-    prefill, is left to the thinking-off rule and to Anthropic."""
-    out: list[Violation] = []
-    entries = _entries(seq)
-    for entry, following in pairwise(entries):
-        # Another assistant message right after it is merged into the same turn.
-        if entry[0].role != "assistant" or following[0].role == "assistant":
-            continue
-        message = entry[-1]
-        last = message.blocks[-1] if message.blocks else None
-        if not isinstance(last, ReasoningBlock):
-            continue
-        native = "redacted_thinking" if last.redacted else "thinking"
-        out.append(
-            violation(
-                THINKING_FINAL,
-                f"assistant message ends with {native}, with no text or tool call after it; "
-                'Anthropic: "The final block in an assistant message cannot be `thinking`." '
-                "(drop the reasoning-only turn, or keep the answer that followed its thinking)",
-                message,
-                last,
-            )
-        )
-    return out
