@@ -313,6 +313,18 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_reasoning_settings",
     ),
     (
+        "a structured output named by its schema's versioned title ('partner.extractor.v4')",
+        {
+            **body(user("hi")),
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "partner.extractor.v4", "schema": {"type": "object"}},
+            },
+        },
+        "REJECTED",
+        "openai_format_name",
+    ),
+    (
         "JSON mode with no message saying json (mem0 #3559)",
         {**body(user("List three colors.")), "response_format": {"type": "json_object"}},
         "REJECTED",
@@ -539,3 +551,21 @@ def test_json_mode_is_refused_with_openais_param_and_words():
     assert "'messages' must contain the word 'json' in some form" in found.message
     schema = {"type": "json_schema", "json_schema": {"name": "colors", "schema": {}}}
     assert verdict_of({**request, "response_format": schema}).ready
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [("Trip", False), ("a" * 64, False), ("partner_extractor-v4", False), ("a" * 65, True)],
+)
+def test_a_structured_outputs_name_is_judged_by_openais_pattern_and_length(
+    name: str, refused: bool
+):
+    schema = {"name": name, "schema": {"type": "object"}}
+    request = {
+        **body(user("hi")),
+        "response_format": {"type": "json_schema", "json_schema": schema},
+    }
+    found = verdict_of(request).violations
+    assert [v.location for v in found] == (["response_format.json_schema.name"] if refused else [])
+    if refused:
+        assert "string too long. Expected a string with maximum length 64" in found[0].message

@@ -883,6 +883,49 @@ async def test_mem0_3559_json_mode_with_no_message_saying_json_is_refused_by_nam
     assert len(stack.upstream.received) == 1
 
 
+async def test_a_structured_output_named_by_its_schema_title_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """A schema's title used as the structured output's name ("intent/1.0", a versioned
+    "extractor.v4", a Korean title through langchain): OpenAI refused every such call
+    ("Invalid 'response_format.json_schema.name': string does not match pattern. Expected a
+    string that matches the pattern '^[a-zA-Z0-9_-]+$'."). turngate refuses it before
+    sending, on Chat and Responses, with OpenAI's param; a name in the pattern goes up."""
+    stack = await make_stack()
+    schema: Any = {"type": "object", "properties": {"intent": {"type": "string"}}}
+    ask: Any = [{"role": "user", "content": "Book a table for two."}]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=ask,
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "intent/1.0", "schema": schema},
+                },
+            )
+        refused(stack, caught.value, "openai_format_name", "'intent/1.0'")
+        assert caught.value.param == "response_format.json_schema.name"
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(
+                model="gpt-4o-mini",
+                input="Book a table for two.",
+                text={"format": {"type": "json_schema", "name": "시말서", "schema": schema}},
+            )
+        message = refused(stack, caught.value, "openai_format_name", "text.format.name")
+        assert "string does not match pattern" in message
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=ask,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "intent_v1", "schema": schema},
+            },
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_codex_8174_a_tool_name_openai_refuses_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -39,6 +39,7 @@ CAPABILITIES = Capabilities(
         "chat_tool_choice",
         "openai_reasoning_settings",
         "openai_json_mode",
+        "openai_format_name",
     ),
 )
 

@@ -41,6 +41,7 @@ CAPABILITIES = Capabilities(
         "responses_tool_choice",
         "openai_reasoning_settings",
         "openai_json_mode",
+        "openai_format_name",
     ),
     # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and
     # tools, as the Assistants it replaces did.

@@ -17,7 +17,13 @@ messages must contain the word 'json' in some form to use 'text.format' of type
 ``instructions`` too); a Responses request continuing a stored response, or using a stored
 prompt, is left to OpenAI, which holds the rest of its input.
 
-Both are refused with OpenAI's ``param``. The model is the body's ``model`` as OpenAI names
+``openai_format_name``: a structured output's ``name`` (Chat's ``response_format.json_schema``,
+Responses' ``text.format``) outside 1 to 64 of ``a-z A-Z 0-9 _ -``: "Invalid
+'response_format.json_schema.name': string does not match pattern. Expected a string that
+matches the pattern '^[a-zA-Z0-9_-]+$'." A schema's title used as the name is the usual
+source: a version ("extractor.v4"), a path ("intent/1.0"), a title in Korean.
+
+All are refused with OpenAI's ``param``. The model is the body's ``model`` as OpenAI names
 it. GPT-5.1 and later take a temperature while their reasoning effort is none, so they are
 left to OpenAI, as are a chat variant (``gpt-5-chat-latest``), a gateway's name for the
 model (``openai/gpt-5``) and an Azure deployment named otherwise.
@@ -37,6 +43,9 @@ from turngate.graph.validator import Violation, violation
 
 REASONING_SETTINGS = "openai_reasoning_settings"
 JSON_MODE = "openai_json_mode"
+FORMAT_NAME = "openai_format_name"
+_FORMAT_NAME = re.compile(r"[a-zA-Z0-9_-]+").fullmatch
+MAX_FORMAT_NAME = 64
 _REASONING_MODEL = re.compile(r"o[134](?:-[a-z0-9-]+)?|gpt-5(?:-(?!chat)[a-z0-9-]+)?").fullmatch
 
 
@@ -110,3 +119,39 @@ def json_mode(seq: MessageSequence) -> list[Violation]:
 def _mentions_json(seq: MessageSequence) -> bool:
     said = [[b.semantic() for b in m.blocks] for m in seq.messages]
     return b"json" in orjson.dumps(said).lower()
+
+
+@rule(FORMAT_NAME)
+def format_name(seq: MessageSequence) -> list[Violation]:
+    if seq.api == "openai_chat":
+        chosen = seq.envelope.get("response_format")
+        holder = chosen.get("json_schema") if isinstance(chosen, dict) else None
+        param = "response_format.json_schema.name"
+    else:
+        config = seq.envelope.get("text")
+        holder = config.get("format") if isinstance(config, dict) else None
+        param = "text.format.name"
+    if not isinstance(holder, dict) or holder.get("type", "json_schema") != "json_schema":
+        return []
+    name = holder.get("name")
+    if not isinstance(name, str):
+        return []
+    if len(name) > MAX_FORMAT_NAME:
+        fault = (
+            f"string too long. Expected a string with maximum length {MAX_FORMAT_NAME}, but got "
+            f"a string with length {len(name)} instead."
+        )
+    elif _FORMAT_NAME(name) is None:
+        fault = (
+            "string does not match pattern. Expected a string that matches the pattern "
+            "'^[a-zA-Z0-9_-]+$'."
+        )
+    else:
+        return []
+    found = violation(
+        FORMAT_NAME,
+        f"the structured output is named {name[:80]!r}; OpenAI: \"Invalid '{param}': {fault}\" "
+        "(replace dots, slashes and spaces with _ or -)",
+        None,
+    )
+    return [replace(found, location=param)]
