@@ -74,6 +74,9 @@ def test_a_blocked_prompt_has_no_blocks_and_the_block_reason_as_stop_reason():
     [
         {"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}},
         {"candidates": [{"content": "text"}]},
+        # Found by the response fuzzer: content with no role and parts null raised KeyError.
+        {"candidates": [{"content": {"parts": None}, "finishReason": "STOP"}]},
+        {"candidates": [{"content": {"role": "user", "parts": [{"text": "hi"}]}}]},
     ],
 )
 def test_a_body_that_is_not_a_response_is_an_upstream_protocol_error(not_a_response: Any):

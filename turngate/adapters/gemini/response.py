@@ -42,7 +42,11 @@ def parse_response(body: Mapping[str, Any]) -> AssistantTurn:
             # The part parser is shared with requests; here the upstream sent the bad part.
             raise UpstreamProtocolError(f"gemini candidate: {exc.message}", rule=exc.rule) from exc
         if message.role != "assistant":
-            raise UpstreamProtocolError(f"gemini candidate content has role {content['role']!r}")
+            # An unknown role, or no list of parts: the parser keeps either as an opaque
+            # user message, which is no answer.
+            role = content.get("role", "model")
+            what = f"has role {role!r}" if role != "model" else "holds no list of parts"
+            raise UpstreamProtocolError(f"gemini candidate content {what}")
         blocks = message.blocks
         reason = candidate.get(spelling.read(candidate, "finishReason") or "")
     elif isinstance(feedback, dict):
