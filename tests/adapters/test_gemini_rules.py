@@ -602,13 +602,21 @@ THINKING = [
 def test_thinking_settings_the_model_does_not_take_are_refused(
     model_name: str, config: dict[str, Any], words: str | None
 ):
-    seq = ADAPTER.parse_request(thinking(**config), RouteInfo(model=model_name, stream=False))
+    assert_refused_alone(model_name, thinking(**config), "gemini_thinking_config", words)
+
+
+def assert_refused_alone(
+    model_name: str, request: dict[str, Any], rule: str, words: str | None
+) -> None:
+    """``request`` to ``model_name`` goes up when ``words`` is None; else ``rule`` alone
+    refuses it, saying ``words``."""
+    seq = ADAPTER.parse_request(request, RouteInfo(model=model_name, stream=False))
     found = validate(seq, CAPABILITIES).violations
     if words is None:
         assert found == ()
         return
     (refusal,) = found
-    assert refusal.rule == "gemini_thinking_config"
+    assert refusal.rule == rule
     assert words in refusal.message
 
 
@@ -676,11 +684,4 @@ def test_tools_and_json_output_gemini_2_does_not_combine_are_refused(
     model_name: str, tools: list[Any], generation: dict[str, Any], words: str | None
 ):
     request = {**body(ASK), "tools": tools, "generationConfig": generation}
-    seq = ADAPTER.parse_request(request, RouteInfo(model=model_name, stream=False))
-    found = validate(seq, CAPABILITIES).violations
-    if words is None:
-        assert found == ()
-        return
-    (refusal,) = found
-    assert refusal.rule == "gemini_tool_combination"
-    assert words in refusal.message
+    assert_refused_alone(model_name, request, "gemini_tool_combination", words)
