@@ -1,4 +1,6 @@
-"""OpenAI: the settings a reasoning model does not take (``openai_reasoning_settings``).
+"""OpenAI, Chat and Responses: request settings the model or the mode does not take.
+
+``openai_reasoning_settings``, what a reasoning model does not take:
 
     a ``temperature`` other than 1 on o1, o3, o4 and GPT-5, which sample at their default
         only: on Chat "Unsupported value: 'temperature' does not support 0.2 with this
