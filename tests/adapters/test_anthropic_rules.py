@@ -35,6 +35,7 @@ from turngate.graph.rules.anthropic_thinking import modified_thinking, signed_th
 from turngate.graph.validator import validate
 
 CACHED = {"type": "ephemeral"}
+HOUR = {"type": "ephemeral", "ttl": "1h"}
 # Dokploy/mcp #74: what zod-to-json-schema's draft-2019-09 target writes for a positive integer.
 TTL_DRAFT_4 = {"type": "integer", "exclusiveMinimum": True, "minimum": 0}
 
@@ -507,6 +508,17 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_thinking_signature"],
     ),
     (
+        "a tool's 5-minute cache mark before the system prompt's 1-hour one "
+        "(vellum-assistant PR #22191)",
+        {
+            **body(user("hi")),
+            "tools": [{**WEATHER_TOOL, "cache_control": CACHED}],
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": HOUR}],
+        },
+        "REJECTED",
+        ["anthropic_cache_ttl_order"],
+    ),
+    (
         "a reasoning-only turn kept in the history (forgecode #3071)",
         body(user("hi"), assistant(thinking("let me see")), user("go on"), thinking=ENABLED),
         "REJECTED",
@@ -748,6 +760,14 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             user(tool_result("toolu_1")),
             thinking=ENABLED,
         ),
+    ),
+    (
+        "1-hour cache marks before 5-minute ones (tools, system, then messages)",
+        {
+            **body(user({"type": "text", "text": "hi", "cache_control": CACHED})),
+            "tools": [{**WEATHER_TOOL, "cache_control": HOUR}],
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": HOUR}],
+        },
     ),
     (
         "adaptive thinking on Claude 4.6 and later",

@@ -1259,6 +1259,39 @@ async def test_claude_code_19539_thinking_changed_since_the_answer_is_refused_by
     assert len(stack.upstream.received) == 2
 
 
+async def test_llmgateway_2629_a_1h_cache_mark_after_a_5m_one_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """theopenco/llmgateway PR #2629 (and vellum-assistant PR #22191, UncommonRoute #1): a
+    gateway's own 5-minute cache marks landed before the caller's 1-hour ones, and Anthropic
+    refused every request ("a ttl='1h' cache_control block must not come after a ttl='5m'
+    cache_control block"). turngate refuses it before sending, naming both marks; with the
+    longer TTL first, the request goes up."""
+    stack = await make_stack()
+    system: Any = [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    ]
+    tool: Any = {**CLAUDE_TOOLS[0], "cache_control": {"type": "ephemeral"}}
+    ask: Any = [{"role": "user", "content": "Weather in Paris?"}]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=256, system=system, tools=[tool], messages=ask
+            )
+        refused(stack, caught.value, "anthropic_cache_ttl_order")
+        body = caught.value.body
+        assert isinstance(body, dict)
+        message = body["error"]["message"]
+        assert "on block 'system.b0' comes after the 5-minute one on tool 'get_weather'" in message
+        assert "a ttl='1h' cache_control block must not come after a ttl='5m'" in message
+        stack.upstream.reply(claude_answer("Sunny."))
+        tool["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+        await client.messages.create(
+            model=CLAUDE, max_tokens=256, system=system, tools=[tool], messages=ask
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_forgecode_3071_a_reasoning_only_turn_in_the_history_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -40,6 +40,7 @@ CAPABILITIES = Capabilities(
         "anthropic_sampling",
         "anthropic_tool_choice",
         "anthropic_cache_breakpoints",
+        "anthropic_cache_ttl_order",
         "anthropic_tool_names_unique",
         "anthropic_tool_name_pattern",
         "anthropic_tool_schema",

@@ -21,6 +21,7 @@ merged as the API merges them). These rules add what only Anthropic enforces:
     anthropic_server_tool_id       (code ``invalid_call_id``) server tool ids match ``srvtoolu_…``
     anthropic_cache_breakpoints    at most 4 ``cache_control`` marks on tools, system blocks and
                                    message blocks together
+    anthropic_cache_ttl_order      no 1-hour mark after a 5-minute one, in that order
     anthropic_tool_names_unique    no two tools (client or server) share a name
     anthropic_tool_name_pattern    a client tool's name is 1-128 of ``a-z A-Z 0-9 _ -``
 
@@ -61,6 +62,7 @@ PREFILL_UNSUPPORTED = "anthropic_prefill_unsupported"
 THINKING_FORCED_TOOL = "anthropic_thinking_forced_tool"
 TOOL_CHOICE = "anthropic_tool_choice"
 CACHE_BREAKPOINTS = "anthropic_cache_breakpoints"
+CACHE_TTL_ORDER = "anthropic_cache_ttl_order"
 TOOL_NAMES_UNIQUE = "anthropic_tool_names_unique"
 TOOL_NAME_PATTERN = "anthropic_tool_name_pattern"
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}").fullmatch
@@ -453,6 +455,37 @@ def cache_breakpoints(seq: MessageSequence) -> list[Violation]:
             block,
         )
     ]
+
+
+@rule(CACHE_TTL_ORDER)
+def cache_ttl_order(seq: MessageSequence) -> list[Violation]:
+    """Anthropic reads the marks in prefix order (tools, system, messages) and refuses a
+    longer TTL after a shorter one: a gateway's own 5-minute marks injected before a
+    caller's 1-hour ones (llmgateway PR #2629, vellum-assistant PR #22191). A mark without a
+    ``ttl`` is 5 minutes; marks nested in a tool_result are left to Anthropic, as above."""
+    short: str | None = None
+    marks: list[tuple[Message | None, AnyBlock | None, object, str]] = [
+        (None, None, t.attrs.get("cache_control"), f"tool {t.name!r}") for t in seq.tools
+    ]
+    marks += [(m, b, b.attrs.get("cache_control"), f"block '{b.id}'") for m, b in seq.blocks()]
+    for message, block, mark, where in marks:
+        if not isinstance(mark, dict):
+            continue
+        if mark.get("ttl", "5m") == "5m":
+            short = short or where
+        elif mark.get("ttl") == "1h" and short is not None:
+            return [
+                violation(
+                    CACHE_TTL_ORDER,
+                    f"the 1-hour cache mark on {where} comes after the 5-minute one on {short}; "
+                    "Anthropic: \"a ttl='1h' cache_control block must not come after a "
+                    "ttl='5m' cache_control block\" (longer TTLs first, in the order tools, "
+                    "system, messages: give the earlier marks 1h, or this one 5m)",
+                    message,
+                    block,
+                )
+            ]
+    return []
 
 
 def _declared_name(tool: ToolDef) -> str | None:
