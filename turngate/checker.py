@@ -31,6 +31,8 @@ _LIST_KEY = {
 }
 
 
+# A body checked as sent with no header that changes what the API accepts.
+_NO_HEADERS = RouteInfo()
 # A Gemini batch body names its model in the path, which a file does not hold.
 _GEMINI_MODEL = "batch"
 
@@ -59,9 +61,8 @@ class Report:
         }
 
 
-def check_file(path: Path, api: str | None, sent_with: RouteInfo | None = None) -> list[Report]:
+def check_file(path: Path, api: str | None, sent_with: RouteInfo = _NO_HEADERS) -> list[Report]:
     """``sent_with``: what the headers the bodies were sent with asked of the API."""
-    sent_with = sent_with or RouteInfo()
     try:
         raw = path.read_bytes()
     except OSError as exc:

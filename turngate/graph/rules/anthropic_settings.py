@@ -85,7 +85,7 @@ def thinking_mode(seq: MessageSequence) -> list[Violation]:
 
 @rule(THINKING_BUDGET)
 def thinking_budget(seq: MessageSequence) -> list[Violation]:
-    if thinking_type(seq) != "enabled" or "claude" not in (seq.model or "").lower():
+    if thinking_type(seq) != "enabled" or not _names_claude(seq.model):
         return []
     budget = _integer(_thinking(seq).get("budget_tokens"))
     if budget is None:
@@ -112,6 +112,11 @@ def thinking_budget(seq: MessageSequence) -> list[Violation]:
             None,
         )
     ]
+
+
+def _names_claude(model: str | None) -> bool:
+    """Judged only for a model whose id names Claude, not an Anthropic-compatible gateway's."""
+    return "claude" in (model or "").lower()
 
 
 def _thinking(seq: MessageSequence) -> dict[str, Any]:
@@ -171,7 +176,7 @@ def _by_model(seq: MessageSequence) -> list[str]:
 
 def _beside_thinking(seq: MessageSequence) -> list[str]:
     thinking = thinking_type(seq)
-    if thinking not in ("enabled", "adaptive") or "claude" not in (seq.model or "").lower():
+    if thinking not in ("enabled", "adaptive") or not _names_claude(seq.model):
         return []
     envelope = seq.envelope
     temperature, top_p = _number(envelope.get("temperature")), _number(envelope.get("top_p"))

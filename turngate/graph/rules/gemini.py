@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from turngate.graph.codec import json_type
 from turngate.graph.model import (
@@ -334,10 +335,19 @@ def openapi_schema_faults(seq: MessageSequence) -> list[Violation]:
 def _response_schema(seq: MessageSequence) -> object:
     """The OpenAPI ``responseSchema`` of the request's generation config, if any
     (``responseJsonSchema`` is Gemini's to judge)."""
-    config = seq.envelope.get("generationConfig", seq.envelope.get("generation_config"))
-    if not isinstance(config, dict):
-        return None
-    return config.get("responseSchema", config.get("response_schema"))
+    return either(generation_config(seq), "responseSchema", "response_schema")
+
+
+def generation_config(seq: MessageSequence) -> dict[str, Any]:
+    """The request's ``generationConfig``; {} when it sets none."""
+    config = either(seq.envelope, "generationConfig", "generation_config")
+    return config if isinstance(config, dict) else {}
+
+
+def either(value: dict[str, Any], camel: str, snake: str) -> Any:
+    """A field in either spelling Gemini reads (google-genai writes some in snake_case)."""
+    found = value.get(camel)
+    return found if found is not None else value.get(snake)
 
 
 def _bare_array_text(who: str, field: str, _words: str) -> str:

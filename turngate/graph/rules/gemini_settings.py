@@ -27,6 +27,7 @@ from typing import Any
 
 from turngate.graph.model import MessageSequence
 from turngate.graph.rules import rule
+from turngate.graph.rules.gemini import either, generation_config
 from turngate.graph.validator import Violation, violation
 
 THINKING_CONFIG = "gemini_thinking_config"
@@ -51,8 +52,8 @@ _SEARCH_TOOLS = frozenset(
 @rule(THINKING_CONFIG)
 def thinking_config(seq: MessageSequence) -> list[Violation]:
     config = _thinking(seq)
-    budget = _either(config, "thinkingBudget", "thinking_budget")
-    level = _either(config, "thinkingLevel", "thinking_level")
+    budget = either(config, "thinkingBudget", "thinking_budget")
+    level = either(config, "thinkingLevel", "thinking_level")
     if budget is None and level is None:
         return []
     if budget is not None and level is not None:
@@ -90,16 +91,8 @@ def _refused(text: str) -> Violation:
 
 
 def _thinking(seq: MessageSequence) -> dict[str, Any]:
-    generation = _either(seq.envelope, "generationConfig", "generation_config")
-    if not isinstance(generation, dict):
-        return {}
-    config = _either(generation, "thinkingConfig", "thinking_config")
+    config = either(generation_config(seq), "thinkingConfig", "thinking_config")
     return config if isinstance(config, dict) else {}
-
-
-def _either(value: dict[str, Any], camel: str, snake: str) -> Any:
-    found = value.get(camel)
-    return found if found is not None else value.get(snake)
 
 
 @rule(TOOL_COMBINATION)
@@ -111,12 +104,7 @@ def tool_combination(seq: MessageSequence) -> list[Violation]:
         return []
     functions = any(tool.tool_type == "function" for tool in seq.tools)
     searches = [t.name for t in seq.tools if t.tool_type == "hosted" and t.name in _SEARCH_TOOLS]
-    generation = _either(seq.envelope, "generationConfig", "generation_config")
-    mime = (
-        _either(generation, "responseMimeType", "response_mime_type")
-        if isinstance(generation, dict)
-        else None
-    )
+    mime = either(generation_config(seq), "responseMimeType", "response_mime_type")
     fix = "(Gemini 3 combines them; or make two calls)"
     if isinstance(mime, str) and mime.lower() == "application/json" and (functions or searches):
         kind = "Function calling" if functions else "Tool use"

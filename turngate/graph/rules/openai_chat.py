@@ -216,20 +216,28 @@ def function_name_problem(name: str, param: str, longest: int = MAX_FUNCTION_NAM
     """OpenAI's words for why it refuses ``name`` as a declared function's (at ``param``;
     ``longest``: the API's limit), with what to do; None when it takes it."""
     if not name_fits(name):
-        return f"{_pattern_text(param)} (an MCP server's 'server.tool': replace the dot)"
+        return f"{pattern_text(param)} (an MCP server's 'server.tool': replace the dot)"
     if len(name) > longest:
         return (
-            f"OpenAI: \"Invalid '{param}': string too long. Expected a string with maximum "
-            f'length {longest}, but got a string with length {len(name)} instead." '
+            f"{too_long_text(param, longest, len(name))} "
             "(a client's 'mcp__server__tool' names: shorten the server's)"
         )
     return None
 
 
-def _pattern_text(param: str) -> str:
+def pattern_text(param: str) -> str:
+    """OpenAI's words for a name at ``param`` outside ``NAME_CHARACTERS``."""
     return (
         f"OpenAI: \"Invalid '{param}': string does not match pattern. Expected a string that "
         f"matches the pattern '{NAME_CHARACTERS}'.\""
+    )
+
+
+def too_long_text(param: str, longest: int, length: int) -> str:
+    """OpenAI's words for a string at ``param`` of ``length`` characters, over ``longest``."""
+    return (
+        f"OpenAI: \"Invalid '{param}': string too long. Expected a string with maximum length "
+        f'{longest}, but got a string with length {length} instead."'
     )
 
 
@@ -239,7 +247,7 @@ def names_outside_pattern(seq: MessageSequence) -> list[Violation]:
         violation(
             NAME_PATTERN,
             f"{message.role} message is named {name!r}; "
-            f"{_pattern_text(f'{message.location}.name')} (an agent's name: no spaces)",
+            f"{pattern_text(f'{message.location}.name')} (an agent's name: no spaces)",
             message,
         )
         for message in seq.messages
@@ -248,7 +256,7 @@ def names_outside_pattern(seq: MessageSequence) -> list[Violation]:
     out.extend(
         violation(
             NAME_PATTERN,
-            f"tool call '{call.call_id}' calls {call.name!r}; {_pattern_text(f'{place}.name')}",
+            f"tool call '{call.call_id}' calls {call.name!r}; {pattern_text(f'{place}.name')}",
             message,
             call,
         )

@@ -36,17 +36,18 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 import orjson
 
 from turngate.graph.model import MessageSequence
 from turngate.graph.rules import rule
+from turngate.graph.rules.openai_chat import name_fits, pattern_text, too_long_text
 from turngate.graph.validator import Violation, violation
 
 REASONING_SETTINGS = "openai_reasoning_settings"
 JSON_MODE = "openai_json_mode"
 FORMAT_NAME = "openai_format_name"
-_FORMAT_NAME = re.compile(r"[a-zA-Z0-9_-]+").fullmatch
 MAX_FORMAT_NAME = 64
 _REASONING_MODEL = re.compile(r"o[134](?:-[a-z0-9-]+)?|gpt-5(?:-(?!chat)[a-z0-9-]+)?").fullmatch
 
@@ -91,24 +92,23 @@ def _refused(model: str, text: str, param: str, fix: str) -> Violation:
 
 @rule(JSON_MODE)
 def json_mode(seq: MessageSequence) -> list[Violation]:
-    envelope = seq.envelope
+    chosen = _output_format(seq)
+    if chosen is None or chosen.get("type") != "json_object":
+        return []
+    if seq.history == "partial" or seq.envelope.get("prompt") is not None or _mentions_json(seq):
+        return []
     if seq.api == "openai_chat":
-        chosen, param = envelope.get("response_format"), "messages"
+        param = "messages"
         text = (
             "'messages' must contain the word 'json' in some form, to use 'response_format' of "
             "type 'json_object'."
         )
     else:
-        config = envelope.get("text")
-        chosen, param = config.get("format") if isinstance(config, dict) else None, "text.format"
+        param = "text.format"
         text = (
             "Response input messages must contain the word 'json' in some form to use "
             "'text.format' of type 'json_object'."
         )
-    if not isinstance(chosen, dict) or chosen.get("type") != "json_object":
-        return []
-    if seq.history == "partial" or envelope.get("prompt") is not None or _mentions_json(seq):
-        return []
     found = violation(
         JSON_MODE,
         f'JSON mode is on and no message says "json"; OpenAI: "{text}" (say in the system '
@@ -125,35 +125,34 @@ def _mentions_json(seq: MessageSequence) -> bool:
 
 @rule(FORMAT_NAME)
 def format_name(seq: MessageSequence) -> list[Violation]:
-    if seq.api == "openai_chat":
-        chosen = seq.envelope.get("response_format")
-        holder = chosen.get("json_schema") if isinstance(chosen, dict) else None
-        param = "response_format.json_schema.name"
-    else:
-        config = seq.envelope.get("text")
-        holder = config.get("format") if isinstance(config, dict) else None
-        param = "text.format.name"
+    chosen = _output_format(seq)
+    holder = chosen.get("json_schema") if chosen and seq.api == "openai_chat" else chosen
     if not isinstance(holder, dict) or holder.get("type", "json_schema") != "json_schema":
         return []
     name = holder.get("name")
     if not isinstance(name, str):
         return []
+    param = "response_format.json_schema.name" if seq.api == "openai_chat" else "text.format.name"
     if len(name) > MAX_FORMAT_NAME:
-        fault = (
-            f"string too long. Expected a string with maximum length {MAX_FORMAT_NAME}, but got "
-            f"a string with length {len(name)} instead."
-        )
-    elif _FORMAT_NAME(name) is None:
-        fault = (
-            "string does not match pattern. Expected a string that matches the pattern "
-            "'^[a-zA-Z0-9_-]+$'."
-        )
+        words = too_long_text(param, MAX_FORMAT_NAME, len(name))
+    elif not name_fits(name):
+        words = pattern_text(param)
     else:
         return []
     found = violation(
         FORMAT_NAME,
-        f"the structured output is named {name[:80]!r}; OpenAI: \"Invalid '{param}': {fault}\" "
+        f"the structured output is named {name[:80]!r}; {words} "
         "(replace dots, slashes and spaces with _ or -)",
         None,
     )
     return [replace(found, location=param)]
+
+
+def _output_format(seq: MessageSequence) -> dict[str, Any] | None:
+    """The structured-output setting: Chat's ``response_format``, Responses' ``text.format``."""
+    if seq.api == "openai_chat":
+        chosen = seq.envelope.get("response_format")
+    else:
+        config = seq.envelope.get("text")
+        chosen = config.get("format") if isinstance(config, dict) else None
+    return chosen if isinstance(chosen, dict) else None

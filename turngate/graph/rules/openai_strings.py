@@ -22,6 +22,7 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.rules import rule
+from turngate.graph.rules.openai_chat import too_long_text
 from turngate.graph.validator import Violation, violation
 
 STRING_TOO_LONG = "openai_string_too_long"
@@ -64,11 +65,9 @@ def strings_too_long(seq: MessageSequence) -> list[Violation]:
     return [
         violation(
             STRING_TOO_LONG,
-            f"{found.what} in {found.field.rstrip('…')} holds "
-            f"{found.length} characters; OpenAI: \"Invalid '{found.field}': string too long. "
-            f"Expected a string with maximum length {MAX_STRING}, but got a string with length "
-            f"{found.length} instead.\" (cut a tool's output before it goes back into the "
-            "conversation, or send it as a file)",
+            f"{found.what} in {found.field.rstrip('…')} holds {found.length} characters; "
+            f"{too_long_text(found.field, MAX_STRING, found.length)} (cut a tool's output "
+            "before it goes back into the conversation, or send it as a file)",
             None,
             call_id=found.call_id,
         )
