@@ -313,6 +313,18 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_reasoning_settings",
     ),
     (
+        "a sampling preset's presence_penalty sent to GPT-5 (LibreChat discussion #11689)",
+        {**body(user("hi")), "model": "gpt-5", "presence_penalty": 0.5},
+        "REJECTED",
+        "openai_reasoning_settings",
+    ),
+    (
+        "a top_p sent to an o-series model",
+        {**body(user("hi")), "model": "o4-mini", "top_p": 0.5},
+        "REJECTED",
+        "openai_reasoning_settings",
+    ),
+    (
         "a structured output named by its schema's versioned title ('partner.extractor.v4')",
         {
             **body(user("hi")),
@@ -512,12 +524,17 @@ def test_a_call_id_used_again_by_a_later_turn_is_refused_only_where_ids_are_uniq
         ("gpt-5.1", {"temperature": 0.2, "reasoning_effort": "none"}),
         ("openai/gpt-5", {"temperature": 0.2}),
         ("gpt-4o", {"temperature": 0, "max_tokens": 512}),
-        ("o4-mini", {"top_p": 0.5}),
+        ("gpt-5.1", {"top_p": 0.5, "presence_penalty": 0.2, "logprobs": True}),
+        ("gpt-4o", {"top_p": 0.5, "frequency_penalty": 0.3, "logprobs": True}),
+        ("o4-mini", {"top_p": 1, "presence_penalty": 0, "frequency_penalty": 0.0}),
+        ("o3", {"logprobs": False}),
+        ("gpt-5-mini", {"top_p": "0.5", "logprobs": "yes"}),
     ],
 )
 def test_settings_a_model_takes_go_up(model: str, settings: dict[str, Any]):
-    """A chat variant, GPT-5.1 and later (temperature while the reasoning effort is none), a
-    gateway's model name and the models before reasoning are not judged."""
+    """A chat variant, GPT-5.1 and later (sampling while the reasoning effort is none), a
+    gateway's model name and the models before reasoning are not judged; a reasoning model's
+    defaults go up, and a value of the wrong type is left to OpenAI's own words."""
     assert verdict_of({**body(user("hi")), "model": model, **settings}).ready
 
 
@@ -529,6 +546,16 @@ def test_a_reasoning_setting_is_refused_with_openais_param():
         ("openai_reasoning_settings", "max_tokens"),
     ]
     assert "'temperature' does not support 0.5 with this model." in found[0].message
+
+
+def test_every_sampling_setting_a_reasoning_model_refuses_is_named_with_its_param():
+    settings = {"top_p": 0.9, "presence_penalty": -1, "frequency_penalty": 0.4, "logprobs": True}
+    found = verdict_of({**body(user("hi")), "model": "o3-mini", **settings}).violations
+    assert [v.location for v in found] == list(settings)
+    for setting, shown in zip(settings, found, strict=True):
+        assert f"Unsupported parameter: '{setting}' is not supported with this model." in (
+            shown.message
+        )
 
 
 @pytest.mark.parametrize(

@@ -850,6 +850,34 @@ async def test_langchaingo_1355_a_temperature_gpt_5_does_not_take_is_refused_by_
     assert len(stack.upstream.received) == 1
 
 
+async def test_librechat_11689_a_sampling_preset_sent_to_a_reasoning_model_is_refused(
+    make_stack: StackFactory,
+):
+    """LibreChat discussion #11689: an application's sampling preset (presence and frequency
+    penalties, top_p) sent to GPT-5 or an o-series model, and OpenAI refused every call
+    ("Unsupported parameter: 'presence_penalty' is not supported with this model.").
+    turngate refuses it before sending, naming OpenAI's param, on Chat and on Responses; the
+    same preset on GPT-4o goes up, and so does the reasoning model's call without it."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "Summarise the release notes."}]
+    preset: Any = {"top_p": 0.9, "presence_penalty": 0.6, "frequency_penalty": 0.3}
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-5", messages=ask, **preset)
+        message = refused(stack, caught.value, "openai_reasoning_settings", "gpt-5")
+        assert "Unsupported parameter: 'top_p' is not supported with this model." in message
+        assert "(+2 more: openai_reasoning_settings, openai_reasoning_settings)" in message
+        assert caught.value.param == "top_p"
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="o4-mini", input="Summarise.", top_p=0.9)
+        refused(stack, caught.value, "openai_reasoning_settings", "'top_p' is not supported")
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(model="gpt-4o", messages=ask, **preset)
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(model="gpt-5", messages=ask)
+    assert len(stack.upstream.received) == 2
+
+
 async def test_mem0_3559_json_mode_with_no_message_saying_json_is_refused_by_name(
     make_stack: StackFactory,
 ):

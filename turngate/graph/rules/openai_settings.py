@@ -7,6 +7,11 @@
         model. Only the default (1) value is supported." (langchaingo #1355, chatbox #2564,
         code-gpt-docs #445, Open-WebUI-Functions #98), on Responses "Unsupported parameter:
         'temperature' is not supported with this model." (sourcebot #454, modAI #84)
+    a ``top_p`` other than 1 on them, and on Chat a ``presence_penalty`` or
+        ``frequency_penalty`` other than 0 or ``logprobs: true``: "Unsupported parameter:
+        'top_p' is not supported with this model." (the same words for each; a
+        presence_penalty refused to GPT-5, GPT-5 mini, o3 and o4-mini: LibreChat discussion
+        #11689)
     Chat's ``max_tokens`` on them, which count reasoning tokens under
         ``max_completion_tokens``: "Unsupported parameter: 'max_tokens' is not supported
         with this model. Use 'max_completion_tokens' instead."
@@ -57,30 +62,55 @@ def _reasoning_model(model: str) -> bool:
     return _REASONING_MODEL(model) is not None
 
 
+# A sampling setting a reasoning model refuses unless it is the default: (name, default,
+# whether Responses takes the name at all).
+_FIXED = (
+    ("top_p", 1, True),
+    ("presence_penalty", 0, False),
+    ("frequency_penalty", 0, False),
+    ("logprobs", False, False),
+)
+_JUDGED = ("temperature", "max_tokens", *(name for name, _, _ in _FIXED))
+
+
 @rule(REASONING_SETTINGS)
 def reasoning_settings(seq: MessageSequence) -> list[Violation]:
     envelope = seq.envelope
-    temperature, max_tokens = envelope.get("temperature"), envelope.get("max_tokens")
-    if temperature is None and max_tokens is None:
+    if envelope.keys().isdisjoint(_JUDGED):
         return []
     if seq.model is None or not _reasoning_model(seq.model):
         return []
+    chat = seq.api == "openai_chat"
     out: list[Violation] = []
+    temperature = envelope.get("temperature")
     if type(temperature) in (int, float) and temperature != 1:
         text = (
             f"Unsupported value: 'temperature' does not support {temperature:g} with this "
             "model. Only the default (1) value is supported."
-            if seq.api == "openai_chat"
-            else "Unsupported parameter: 'temperature' is not supported with this model."
+            if chat
+            else _unsupported("temperature")
         )
         out.append(_refused(seq.model, text, "temperature", "leave it out"))
-    if max_tokens is not None and seq.api == "openai_chat":
-        text = (
-            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
-            "'max_completion_tokens' instead."
-        )
+    for name, default, on_responses in _FIXED:
+        value = envelope.get(name)
+        if (chat or on_responses) and _differs(value, default):
+            out.append(_refused(seq.model, _unsupported(name), name, "leave it out"))
+    if envelope.get("max_tokens") is not None and chat:
+        text = _unsupported("max_tokens") + " Use 'max_completion_tokens' instead."
         out.append(_refused(seq.model, text, "max_tokens", "send max_completion_tokens"))
     return out
+
+
+def _differs(value: object, default: object) -> bool:
+    """Whether ``value`` is a setting of the right type other than its default (a value of
+    the wrong type is OpenAI's to refuse, in its own words)."""
+    if type(default) is bool:
+        return type(value) is bool and value != default
+    return type(value) in (int, float) and value != default
+
+
+def _unsupported(name: str) -> str:
+    return f"Unsupported parameter: '{name}' is not supported with this model."
 
 
 def _refused(model: str, text: str, param: str, fix: str) -> Violation:
