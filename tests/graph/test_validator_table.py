@@ -319,6 +319,12 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_reasoning_settings",
     ),
     (
+        "a ReAct agent's stop sequence sent to GPT-5.2 (smolagents #1893)",
+        {**body(user("hi")), "model": "gpt-5.2", "stop": ["Observation:"]},
+        "REJECTED",
+        "openai_reasoning_settings",
+    ),
+    (
         "a top_p sent to an o-series model",
         {**body(user("hi")), "model": "o4-mini", "top_p": 0.5},
         "REJECTED",
@@ -529,6 +535,12 @@ def test_a_call_id_used_again_by_a_later_turn_is_refused_only_where_ids_are_uniq
         ("o4-mini", {"top_p": 1, "presence_penalty": 0, "frequency_penalty": 0.0}),
         ("o3", {"logprobs": False}),
         ("gpt-5-mini", {"top_p": "0.5", "logprobs": "yes"}),
+        ("o3-mini", {"stop": ["\nObservation:"]}),
+        ("gpt-5-chat-latest", {"stop": "END"}),
+        ("gpt-4.1", {"stop": ["END", "STOP"]}),
+        ("gpt-5", {"stop": None}),
+        ("gpt-5", {"stop": []}),
+        ("o4-mini", {"stop": ""}),
     ],
 )
 def test_settings_a_model_takes_go_up(model: str, settings: dict[str, Any]):
@@ -546,6 +558,15 @@ def test_a_reasoning_setting_is_refused_with_openais_param():
         ("openai_reasoning_settings", "max_tokens"),
     ]
     assert "'temperature' does not support 0.5 with this model." in found[0].message
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-5-nano", "gpt-5.1", "gpt-5.4-nano", "o3", "o4-mini-2025-04-16"]
+)
+def test_a_stop_sequence_is_refused_to_the_models_that_take_none(model: str):
+    found = verdict_of({**body(user("hi")), "model": model, "stop": "Observation:"}).violations
+    assert [(v.rule, v.location) for v in found] == [("openai_reasoning_settings", "stop")]
+    assert "Unsupported parameter: 'stop' is not supported with this model." in found[0].message
 
 
 def test_every_sampling_setting_a_reasoning_model_refuses_is_named_with_its_param():

@@ -878,6 +878,32 @@ async def test_librechat_11689_a_sampling_preset_sent_to_a_reasoning_model_is_re
     assert len(stack.upstream.received) == 2
 
 
+async def test_smolagents_1671_a_stop_sequence_gpt_5_does_not_take_is_refused(
+    make_stack: StackFactory,
+):
+    """huggingface/smolagents #1671 and #1893 (and NeMo-Agent-Toolkit #610, n8n #18149): an
+    agent loop that cuts each answer at a marker sends ``stop`` on every turn, and GPT-5,
+    its point releases, o3 and o4-mini refused every call ("Unsupported parameter: 'stop' is
+    not supported with this model."). turngate refuses it before sending, with OpenAI's
+    param; the same turn without it goes up, and so does the marker sent to o3-mini."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "What is the 118th Fibonacci number?"}]
+    async with openai_sdk(stack) as client:
+        for model in ("gpt-5-mini", "gpt-5.2"):
+            with pytest.raises(openai.BadRequestError) as caught:
+                await client.chat.completions.create(
+                    model=model, messages=ask, stop=["<end_code>", "Observation:"]
+                )
+            message = refused(stack, caught.value, "openai_reasoning_settings", model)
+            assert "Unsupported parameter: 'stop' is not supported with this model." in message
+            assert caught.value.param == "stop"
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(model="gpt-5.2", messages=ask)
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(model="o3-mini", messages=ask, stop=["<end_code>"])
+    assert len(stack.upstream.received) == 2
+
+
 async def test_mem0_3559_json_mode_with_no_message_saying_json_is_refused_by_name(
     make_stack: StackFactory,
 ):

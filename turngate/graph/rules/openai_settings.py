@@ -15,6 +15,11 @@
     Chat's ``max_tokens`` on them, which count reasoning tokens under
         ``max_completion_tokens``: "Unsupported parameter: 'max_tokens' is not supported
         with this model. Use 'max_completion_tokens' instead."
+    Chat's ``stop`` sequences on GPT-5 and its point releases, o3 and o4-mini (o3-mini
+        takes them): "Unsupported parameter: 'stop' is not supported with this model."
+        An agent loop that cuts the model's answer at a marker (LangChain's ReAct agents,
+        smolagents' CodeAgent) sends them on every turn (smolagents #1671 and #1893,
+        NeMo-Agent-Toolkit #610, n8n #18149)
 
 ``openai_json_mode``: JSON mode (Chat's ``response_format``, Responses' ``text.format``, of
 type ``json_object``) when no message says "json": "'messages' must contain the word 'json'
@@ -31,9 +36,9 @@ matches the pattern '^[a-zA-Z0-9_-]+$'." A schema's title used as the name is th
 source: a version ("extractor.v4"), a path ("intent/1.0"), a title in Korean.
 
 All are refused with OpenAI's ``param``. The model is the body's ``model`` as OpenAI names
-it. GPT-5.1 and later take a temperature while their reasoning effort is none, so they are
-left to OpenAI, as are a chat variant (``gpt-5-chat-latest``), a gateway's name for the
-model (``openai/gpt-5``) and an Azure deployment named otherwise.
+it. GPT-5.1 and later take sampling settings while their reasoning effort is none, so they
+are left to OpenAI (but for ``stop``), as are a chat variant (``gpt-5-chat-latest``), a
+gateway's name for the model (``openai/gpt-5``) and an Azure deployment named otherwise.
 """
 
 from __future__ import annotations
@@ -55,11 +60,21 @@ JSON_MODE = "openai_json_mode"
 FORMAT_NAME = "openai_format_name"
 MAX_FORMAT_NAME = 64
 _REASONING_MODEL = re.compile(r"o[134](?:-[a-z0-9-]+)?|gpt-5(?:-(?!chat)[a-z0-9-]+)?").fullmatch
+# The models that refuse ``stop`` whatever their reasoning effort: GPT-5 and its point
+# releases (gpt-5.2), o3 but o3-mini, o4-mini.
+_STOPLESS_MODEL = re.compile(
+    r"gpt-5(?:\.\d+)?(?:-(?!chat)[a-z0-9-]+)?|o3(?:-(?!mini)[a-z0-9-]+)?|o4-mini(?:-[a-z0-9-]+)?"
+).fullmatch
 
 
 @lru_cache(maxsize=256)
 def _reasoning_model(model: str) -> bool:
     return _REASONING_MODEL(model) is not None
+
+
+@lru_cache(maxsize=256)
+def _stopless_model(model: str) -> bool:
+    return _STOPLESS_MODEL(model) is not None
 
 
 # A sampling setting a reasoning model refuses unless it is the default: (name, default,
@@ -70,17 +85,24 @@ _FIXED = (
     ("frequency_penalty", 0, False),
     ("logprobs", False, False),
 )
-_JUDGED = ("temperature", "max_tokens", *(name for name, _, _ in _FIXED))
+_JUDGED = ("temperature", "max_tokens", "stop", *(name for name, _, _ in _FIXED))
 
 
 @rule(REASONING_SETTINGS)
 def reasoning_settings(seq: MessageSequence) -> list[Violation]:
     envelope = seq.envelope
-    if envelope.keys().isdisjoint(_JUDGED):
-        return []
-    if seq.model is None or not _reasoning_model(seq.model):
+    if envelope.keys().isdisjoint(_JUDGED) or seq.model is None:
         return []
     chat = seq.api == "openai_chat"
+    out = _sampling(seq, seq.model, chat) if _reasoning_model(seq.model) else []
+    if chat and _stops(envelope.get("stop")) and _stopless_model(seq.model):
+        fix = "leave it out, and cut the answer at the marker yourself"
+        out.append(_refused(seq.model, _unsupported("stop"), "stop", fix))
+    return out
+
+
+def _sampling(seq: MessageSequence, model: str, chat: bool) -> list[Violation]:
+    envelope = seq.envelope
     out: list[Violation] = []
     temperature = envelope.get("temperature")
     if type(temperature) in (int, float) and temperature != 1:
@@ -90,15 +112,21 @@ def reasoning_settings(seq: MessageSequence) -> list[Violation]:
             if chat
             else _unsupported("temperature")
         )
-        out.append(_refused(seq.model, text, "temperature", "leave it out"))
+        out.append(_refused(model, text, "temperature", "leave it out"))
     for name, default, on_responses in _FIXED:
-        value = envelope.get(name)
-        if (chat or on_responses) and _differs(value, default):
-            out.append(_refused(seq.model, _unsupported(name), name, "leave it out"))
+        if (chat or on_responses) and _differs(envelope.get(name), default):
+            out.append(_refused(model, _unsupported(name), name, "leave it out"))
     if envelope.get("max_tokens") is not None and chat:
         text = _unsupported("max_tokens") + " Use 'max_completion_tokens' instead."
-        out.append(_refused(seq.model, text, "max_tokens", "send max_completion_tokens"))
+        out.append(_refused(model, text, "max_tokens", "send max_completion_tokens"))
     return out
+
+
+def _stops(value: object) -> bool:
+    """Whether ``value`` asks for at least one stop sequence."""
+    if isinstance(value, str):
+        return bool(value)
+    return isinstance(value, list) and any(isinstance(item, str) and item for item in value)
 
 
 def _differs(value: object, default: object) -> bool:
