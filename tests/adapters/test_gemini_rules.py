@@ -685,3 +685,59 @@ def test_tools_and_json_output_gemini_2_does_not_combine_are_refused(
 ):
     request = {**body(ASK), "tools": tools, "generationConfig": generation}
     assert_refused_alone(model_name, request, "gemini_tool_combination", words)
+
+
+PENALTIES = [
+    (
+        "a presence penalty on Gemini 2.5 Flash (openai-gemini #63)",
+        "gemini-2.5-flash",
+        {"presencePenalty": 0.5},
+        "gemini-2.5-flash takes no presencePenalty (the request sets 0.5)",
+    ),
+    (
+        "a frequency penalty, as google-genai writes it, on a later model",
+        "models/gemini-3.1-flash-lite",
+        {"frequency_penalty": 0.2},
+        'takes no frequencyPenalty (the request sets 0.2); Gemini: "Penalty is not enabled',
+    ),
+    (
+        "a penalty on Gemini 2.0 Flash, which takes it",
+        "gemini-2.0-flash",
+        {"presencePenalty": 1},
+        None,
+    ),
+    (
+        "penalties of 0 on Gemini 2.5",
+        "gemini-2.5-pro",
+        {"presencePenalty": 0, "frequencyPenalty": 0.0},
+        None,
+    ),
+    (
+        "a penalty on an alias whose family the id does not say",
+        "gemini-flash-latest",
+        {"frequencyPenalty": 1},
+        None,
+    ),
+    ("a penalty that is not a number", "gemini-2.5-flash", {"presencePenalty": "high"}, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("model_name", "generation", "words"),
+    [pytest.param(m, g, w, id=case) for case, m, g, w in PENALTIES],
+)
+def test_penalties_gemini_2_5_and_later_do_not_take_are_refused(
+    model_name: str, generation: dict[str, Any], words: str | None
+):
+    request = {**body(ASK), "generationConfig": generation}
+    assert_refused_alone(model_name, request, "gemini_penalty", words)
+
+
+def test_each_penalty_set_is_named():
+    request = {**body(ASK), "generationConfig": {"presencePenalty": 0.4, "frequencyPenalty": -0.3}}
+    seq = ADAPTER.parse_request(request, RouteInfo(model="gemini-2.5-pro", stream=False))
+    found = validate(seq, CAPABILITIES).violations
+    assert [(v.rule, v.message.split(" (")[0]) for v in found] == [
+        ("gemini_penalty", "gemini-2.5-pro takes no presencePenalty"),
+        ("gemini_penalty", "gemini-2.5-pro takes no frequencyPenalty"),
+    ]

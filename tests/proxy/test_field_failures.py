@@ -1845,6 +1845,35 @@ async def test_symfony_ai_1777_json_output_beside_functions_on_gemini_2_is_refus
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_openai_gemini_63_a_penalty_gemini_2_5_does_not_take_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """PublicAffairs/openai-gemini #63 (and google-gemini/cookbook #1290, litellm PR #32273):
+    an anti-repetition preset kept from Gemini 2.0 Flash sent a presence or frequency
+    penalty to Gemini 2.5, and every request failed ("Penalty is not enabled for
+    models/gemini-2.5-flash"). turngate refuses it before sending, naming the setting; the
+    same preset goes up to Gemini 2.0 Flash, which takes it."""
+    stack = await make_stack()
+    preset = genai_types.GenerateContentConfig(presence_penalty=0.6, frequency_penalty=0.3)
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(
+            model="gemini-2.5-flash", contents="Write a limerick.", config=preset
+        )
+    message = refused(stack, caught.value, "gemini_penalty")
+    assert "gemini-2.5-flash takes no presencePenalty (the request sets 0.6)" in message
+    assert '"Penalty is not enabled for this model"' in message
+    text = {"role": "model", "parts": [{"text": "There once was a proxy..."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    await client.aio.models.generate_content(
+        model="gemini-2.0-flash", contents="Write a limerick.", config=preset
+    )
+    await client.aio.aclose()
+    (sent,) = stack.upstream.received
+    assert sent.json()["generationConfig"]["presencePenalty"] == 0.6
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_19083_more_than_512_functions_are_refused_by_count(
     make_stack: StackFactory,
 ):

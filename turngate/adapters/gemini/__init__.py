@@ -39,6 +39,7 @@ CAPABILITIES = Capabilities(
         "gemini_tool_schemas",
         "gemini_thinking_config",
         "gemini_tool_combination",
+        "gemini_penalty",
     ),
     tools_held_by=("cachedContent", "cached_content"),
     # Computer use: the application runs the UI actions the model calls by its own names.

@@ -15,6 +15,11 @@
         type: 'application/json' is unsupported"; gemini-balance #264), and Google Search,
         code execution or URL context beside declared functions ("Tool use with function
         calling is unsupported"; symfony/ai #803)
+    gemini_penalty             a ``presencePenalty`` or ``frequencyPenalty`` other than 0 on
+        Gemini 2.5 and later, which take neither ("Penalty is not enabled for
+        models/gemini-2.5-flash"; later "Penalty is not enabled for this model"): an
+        application's anti-repetition preset, kept from Gemini 2.0 (openai-gemini #63,
+        google-gemini/cookbook #1290, litellm PR #32273)
 
 An alias whose family the id does not say (``gemini-flash-latest``) is judged only where the
 model does not matter.
@@ -32,6 +37,8 @@ from turngate.graph.validator import Violation, violation
 
 THINKING_CONFIG = "gemini_thinking_config"
 TOOL_COMBINATION = "gemini_tool_combination"
+PENALTY = "gemini_penalty"
+_PENALTIES = (("presencePenalty", "presence_penalty"), ("frequencyPenalty", "frequency_penalty"))
 # A Gemini model's version and tier from its id: "gemini-2.5-pro", "gemini-3.1-flash-lite".
 _MODEL = re.compile(r"(?:^|/)gemini-(\d+)(?:\.(\d+))?-([a-z]+)")
 # Google's own tools that Gemini 2 does not combine with declared functions.
@@ -128,3 +135,27 @@ def tool_combination(seq: MessageSequence) -> list[Violation]:
             )
         ]
     return []
+
+
+@rule(PENALTY)
+def penalty(seq: MessageSequence) -> list[Violation]:
+    config = generation_config(seq)
+    if not config:
+        return []
+    found = [
+        (camel, value)
+        for camel, snake in _PENALTIES
+        if type(value := either(config, camel, snake)) in (int, float) and value != 0
+    ]
+    model = _MODEL.search(seq.model or "") if found else None
+    if model is None or (int(model.group(1)), int(model.group(2) or 0)) < (2, 5):
+        return []
+    return [
+        violation(
+            PENALTY,
+            f'{seq.model} takes no {name} (the request sets {value:g}); Gemini: "Penalty is '
+            'not enabled for this model" (leave it out; Gemini 2.0 Flash took it)',
+            None,
+        )
+        for name, value in found
+    ]
