@@ -214,6 +214,39 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_empty_content"],
     ),
     (
+        "a failed tool's result with empty content (a permission timeout, TRAE on Bedrock)",
+        body(
+            user("hi"),
+            assistant(tool_use("toolu_1")),
+            user(tool_result("toolu_1", content="", is_error=True)),
+        ),
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
+        "a failed tool's result with no content at all",
+        body(
+            user("hi"),
+            assistant(tool_use("toolu_1"), tool_use("toolu_2")),
+            user(
+                tool_result("toolu_1"),
+                {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True},
+            ),
+        ),
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
+        "a failed tool's result with an empty list",
+        body(
+            user("hi"),
+            assistant(tool_use("toolu_1")),
+            user(tool_result("toolu_1", content=[], is_error=True)),
+        ),
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
         "a server tool result with no server_tool_use before it",
         body(user("news?"), assistant(web_search_result("srvtoolu_01"), text("done"))),
         "REJECTED",
@@ -589,6 +622,18 @@ def test_each_invalid_sequence_gets_its_rule(
 
 
 VALID: list[tuple[str, dict[str, Any]]] = [
+    (
+        "an empty result of a tool that did not fail, and a failed one that says why",
+        body(
+            user("hi"),
+            assistant(tool_use("toolu_a"), tool_use("toolu_b"), tool_use("toolu_c")),
+            user(
+                tool_result("toolu_a", content=""),
+                tool_result("toolu_b", content=[]),
+                tool_result("toolu_c", content="permission denied", is_error=True),
+            ),
+        ),
+    ),
     (
         "parallel results in any order, then text after them in the same message",
         body(

@@ -561,6 +561,39 @@ async def test_pydantic_ai_6401_a_server_call_without_its_result_is_refused(
     refused(stack, caught.value, "anthropic_server_tool_result", "srvtoolu_ff1")
 
 
+async def test_trae_bedrock_a_failed_tools_empty_result_is_refused_by_its_call(
+    make_stack: StackFactory,
+):
+    """A failed tool answered with an empty result (TRAE on Claude Sonnet 4.5, 56 runs; a
+    Claude Agent SDK session whose tool was denied by a permission timeout): Anthropic
+    refused the turn and every later one ("messages.14.content.0.tool_result: content
+    cannot be empty if `is_error` is true"), and the session was lost. turngate refuses it
+    before sending, naming the call; once the result says what failed, it goes up."""
+    stack = await make_stack()
+
+    def turn(result: Any) -> list[Any]:
+        call = {"type": "tool_use", "id": "toolu_01Bash", "name": "bash", "input": {"cmd": "ls"}}
+        return [
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ]
+
+    failed = {"type": "tool_result", "tool_use_id": "toolu_01Bash", "is_error": True}
+    tools: Any = [{"name": "bash", "input_schema": {"type": "object"}}]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=64, tools=tools, messages=turn({**failed, "content": ""})
+            )
+        message = refused(stack, caught.value, "anthropic_empty_content", "toolu_01Bash")
+        assert "content cannot be empty if `is_error` is true" in message
+        stack.upstream.reply(claude_answer("The directory is empty; the tool could not run."))
+        said = {**failed, "content": "permission denied: the user did not answer in time"}
+        await client.messages.create(model=CLAUDE, max_tokens=64, tools=tools, messages=turn(said))
+    assert len(stack.upstream.received) == 1
+
+
 # 14 ----------------------------------------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ merged as the API merges them). These rules add what only Anthropic enforces:
                                    a thread's continue carries only what follows the reply,
                                    and a compaction is sent first in place of what it summarizes)
     anthropic_empty_content        no empty message but a final assistant one; no empty text block;
-                                   no message of whitespace text alone
+                                   no message of whitespace text alone; no failed tool's result
+                                   (``is_error``) that says nothing
     anthropic_prefill_whitespace   (within anthropic_empty_content's pass) a final assistant
                                    message does not end with whitespace
     anthropic_prefill_unsupported  Claude 4.6 and later (by the request's model): the request
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 from turngate.graph.history import is_compaction
 from turngate.graph.model import (
@@ -172,6 +173,8 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
             if message.shape == "string":
                 continue
             for block in message.blocks:
+                if _says_nothing_of_its_failure(block):
+                    out.append(_empty_error_result(message, block))
                 for empty in _empty_texts(block):
                     out.append(
                         violation(
@@ -258,6 +261,29 @@ def _blank_text(blocks: list[AnyBlock]) -> TextBlock | None:
 def _ends_in_whitespace(blocks: list[AnyBlock]) -> bool:
     last = blocks[-1] if blocks else None
     return isinstance(last, TextBlock) and last.text != last.text.rstrip()
+
+
+def _says_nothing_of_its_failure(block: AnyBlock) -> TypeGuard[ToolResultBlock]:
+    """A tool result marked ``is_error`` whose content is empty: "", [] or none (a content
+    Anthropic cannot read is left to it)."""
+    if not isinstance(block, ToolResultBlock) or block.status != "error":
+        return False
+    if block.attrs.get("$content") == "string":
+        return all(isinstance(part, TextBlock) and part.text == "" for part in block.content)
+    return not block.content and "content" not in block.attrs
+
+
+def _empty_error_result(message: Message, block: ToolResultBlock) -> Violation:
+    # A denied permission or a crashed tool: the agent SDKs send is_error with nothing said.
+    return violation(
+        EMPTY_CONTENT,
+        f"the result of call '{block.call_id}' marks a failure (is_error) and says nothing; "
+        'Anthropic: "tool_result: content cannot be empty if `is_error` is true" (say in '
+        "the result what failed)",
+        message,
+        block,
+        call_id=block.call_id,
+    )
 
 
 def _empty_texts(block: AnyBlock) -> Iterator[TextBlock]:
