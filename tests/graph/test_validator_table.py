@@ -325,6 +325,12 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_reasoning_settings",
     ),
     (
+        "a reasoning effort kept after the model was switched to GPT-4o",
+        {**body(user("hi")), "model": "gpt-4o", "reasoning_effort": "low"},
+        "REJECTED",
+        "openai_reasoning_effort",
+    ),
+    (
         "a top_p sent to an o-series model",
         {**body(user("hi")), "model": "o4-mini", "top_p": 0.5},
         "REJECTED",
@@ -567,6 +573,33 @@ def test_a_stop_sequence_is_refused_to_the_models_that_take_none(model: str):
     found = verdict_of({**body(user("hi")), "model": model, "stop": "Observation:"}).violations
     assert [(v.rule, v.location) for v in found] == [("openai_reasoning_settings", "stop")]
     assert "Unsupported parameter: 'stop' is not supported with this model." in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "refused"),
+    [
+        ("gpt-4o-mini", "none", True),
+        ("gpt-4.1-mini-2025-04-14", "high", True),
+        ("gpt-4-turbo", "medium", True),
+        ("gpt-3.5-turbo", "low", True),
+        ("gpt-5", "minimal", False),
+        ("o3-mini", "high", False),
+        ("gpt-4o", None, False),
+        ("gpt-5-chat-latest", "low", False),
+        ("openai/gpt-4o", "low", False),
+    ],
+)
+def test_a_reasoning_effort_is_refused_to_a_model_that_does_not_reason(
+    model: str, effort: str | None, refused: bool
+):
+    found = verdict_of({**body(user("hi")), "model": model, "reasoning_effort": effort}).violations
+    assert [(v.rule, v.location) for v in found] == (
+        [("openai_reasoning_effort", "reasoning_effort")] if refused else []
+    )
+    if refused:
+        assert "Unsupported parameter: 'reasoning_effort' is not supported with this model." in (
+            found[0].message
+        )
 
 
 def test_every_sampling_setting_a_reasoning_model_refuses_is_named_with_its_param():

@@ -937,6 +937,38 @@ async def test_smolagents_1671_a_stop_sequence_gpt_5_does_not_take_is_refused(
     assert len(stack.upstream.received) == 2
 
 
+async def test_openai_dotnet_500_a_reasoning_effort_sent_to_gpt_4o_is_refused(
+    make_stack: StackFactory,
+):
+    """RageAgainstThePixel/OpenAI-DotNet #500 (and mozilla-ai/any-llm #270, BAML PR #2708):
+    a library that always sent a reasoning effort, and GPT-4o, GPT-4.1 and GPT-4.1 nano
+    refused every call ("Unsupported parameter: 'reasoning.effort' is not supported with
+    this model.", and on Chat 'reasoning_effort'), even at effort "none". turngate refuses
+    it before sending, with OpenAI's param; the reasoning model takes it, and GPT-4o without
+    it goes up."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "File this claim."}]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="gpt-4o-mini", messages=ask, reasoning_effort="none"
+            )
+        message = refused(stack, caught.value, "openai_reasoning_effort", "gpt-4o-mini")
+        assert "'reasoning_effort' is not supported with this model." in message
+        assert caught.value.param == "reasoning_effort"
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(
+                model="gpt-4.1-mini", input="File this claim.", reasoning={"effort": "low"}
+            )
+        refused(stack, caught.value, "openai_reasoning_effort", "'reasoning.effort' is not")
+        assert caught.value.param == "reasoning.effort"
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(model="o4-mini", messages=ask, reasoning_effort="low")
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(model="gpt-4o-mini", messages=ask)
+    assert len(stack.upstream.received) == 2
+
+
 async def test_mem0_3559_json_mode_with_no_message_saying_json_is_refused_by_name(
     make_stack: StackFactory,
 ):

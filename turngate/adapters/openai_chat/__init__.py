@@ -38,6 +38,7 @@ CAPABILITIES = Capabilities(
         "chat_tool_schemas",
         "chat_tool_choice",
         "openai_reasoning_settings",
+        "openai_reasoning_effort",
         "openai_json_mode",
         "openai_format_name",
     ),

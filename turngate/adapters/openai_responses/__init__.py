@@ -40,6 +40,7 @@ CAPABILITIES = Capabilities(
         "responses_tool_schemas",
         "responses_tool_choice",
         "openai_reasoning_settings",
+        "openai_reasoning_effort",
         "openai_json_mode",
         "openai_format_name",
     ),

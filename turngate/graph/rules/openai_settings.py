@@ -21,6 +21,13 @@
         smolagents' CodeAgent) sends them on every turn (smolagents #1671 and #1893,
         NeMo-Agent-Toolkit #610, n8n #18149)
 
+``openai_reasoning_effort``: a reasoning effort (Chat's ``reasoning_effort``, Responses'
+``reasoning.effort``) sent to a model that does not reason, GPT-4o, GPT-4.1, GPT-4 and
+GPT-3.5 and their variants, whatever the effort (``none`` too): "Unsupported parameter:
+'reasoning_effort' is not supported with this model." (Responses: "... 'reasoning.effort'
+..."): an effort setting kept after the agent's model was switched to GPT-4o or GPT-4.1
+mini fails every call.
+
 ``openai_json_mode``: JSON mode (Chat's ``response_format``, Responses' ``text.format``, of
 type ``json_object``) when no message says "json": "'messages' must contain the word 'json'
 in some form, to use 'response_format' of type 'json_object'." (Responses: "Response input
@@ -58,8 +65,12 @@ from turngate.graph.validator import Violation, violation
 REASONING_SETTINGS = "openai_reasoning_settings"
 JSON_MODE = "openai_json_mode"
 FORMAT_NAME = "openai_format_name"
+REASONING_EFFORT = "openai_reasoning_effort"
 MAX_FORMAT_NAME = 64
 _REASONING_MODEL = re.compile(r"o[134](?:-[a-z0-9-]+)?|gpt-5(?:-(?!chat)[a-z0-9-]+)?").fullmatch
+_UNREASONING_MODEL = re.compile(
+    r"(?:gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4|gpt-3\.5-turbo)(?:-[a-z0-9.-]+)?"
+).fullmatch
 # The models that refuse ``stop`` whatever their reasoning effort: GPT-5 and its point
 # releases (gpt-5.2), o3 but o3-mini, o4-mini.
 _STOPLESS_MODEL = re.compile(
@@ -139,6 +150,25 @@ def _differs(value: object, default: object) -> bool:
 
 def _unsupported(name: str) -> str:
     return f"Unsupported parameter: '{name}' is not supported with this model."
+
+
+@rule(REASONING_EFFORT)
+def reasoning_effort(seq: MessageSequence) -> list[Violation]:
+    if seq.api == "openai_chat":
+        param, effort = "reasoning_effort", seq.envelope.get("reasoning_effort")
+    else:
+        reasoning = seq.envelope.get("reasoning")
+        param = "reasoning.effort"
+        effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
+    if effort is None or seq.model is None or _UNREASONING_MODEL(seq.model) is None:
+        return []
+    found = violation(
+        REASONING_EFFORT,
+        f"{seq.model} does not reason, so it takes no reasoning effort ({str(effort)[:40]!r}); "
+        f'OpenAI: "{_unsupported(param)}" (leave it out, or pick a reasoning model)',
+        None,
+    )
+    return [replace(found, location=param)]
 
 
 def _refused(model: str, text: str, param: str, fix: str) -> Violation:
