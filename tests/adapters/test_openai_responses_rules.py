@@ -480,3 +480,37 @@ def test_each_text_part_is_typed_for_the_side_that_wrote_it():
     assert rules([said("user", "input_text"), said("assistant", "output_text")]) == []
     assert rules([said("developer", "input_text"), said("user", "input_text")]) == []
     assert rules([said("user", "input_text"), call, output("input_text")]) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "moved"),
+    [
+        ({"messages": [USER]}, "input"),
+        ({"max_tokens": 512}, "max_output_tokens"),
+        ({"max_completion_tokens": 512}, "max_output_tokens"),
+        ({"response_format": {"type": "json_object"}}, "text.format"),
+        ({"reasoning_effort": "low"}, "reasoning.effort"),
+    ],
+)
+def test_a_chat_parameter_is_refused_with_where_responses_takes_it(
+    setting: dict[str, Any], moved: str
+) -> None:
+    (name,) = setting
+    _, verdict = check([USER], **setting)
+    (found,) = verdict.violations
+    assert (found.rule, found.location) == ("responses_chat_parameter", name)
+    assert (
+        f"Unsupported parameter: '{name}'. In the Responses API, this parameter has moved to "
+        f"'{moved}'."
+    ) in found.message
+
+
+def test_the_responses_names_of_the_same_settings_go_up() -> None:
+    _, verdict = check(
+        [USER],
+        max_output_tokens=512,
+        text={"format": {"type": "text"}},
+        reasoning={"effort": "low"},
+        max_tokens=None,
+    )
+    assert verdict.ready

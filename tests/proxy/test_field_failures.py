@@ -969,6 +969,40 @@ async def test_openai_dotnet_500_a_reasoning_effort_sent_to_gpt_4o_is_refused(
     assert len(stack.upstream.received) == 2
 
 
+async def test_openhands_755_chat_parameters_sent_to_responses_are_refused_by_name(
+    make_stack: StackFactory,
+):
+    """OpenHands/software-agent-sdk #755: a client that moved GPT-5 to /v1/responses kept
+    Chat Completions' names, and OpenAI refused every call ("Unsupported parameter:
+    'reasoning_effort'. In the Responses API, this parameter has moved to
+    'reasoning.effort'."; the same for messages, max_completion_tokens and
+    response_format). turngate refuses it before sending, naming where Responses takes
+    each; the body written with Responses' names goes up."""
+    stack = await make_stack()
+    chat_body: Any = {
+        "messages": [{"role": "user", "content": "Fix the failing test."}],
+        "reasoning_effort": "low",
+        "max_completion_tokens": 2048,
+    }
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", extra_body=chat_body)
+        message = refused(stack, caught.value, "responses_chat_parameter", "'messages'")
+        assert "this parameter has moved to 'input'." in message
+        assert "(+2 more: responses_chat_parameter, responses_chat_parameter)" in message
+        assert caught.value.param == "messages"
+        stack.upstream.reply(
+            Reply.json(recorded("openai-responses/pai-nonstream-after-function-output.json"))
+        )
+        await client.responses.create(
+            model="gpt-5",
+            input="Fix the failing test.",
+            reasoning={"effort": "low"},
+            max_output_tokens=2048,
+        )
+    assert len(stack.upstream.received) == 1
+
+
 async def test_mem0_3559_json_mode_with_no_message_saying_json_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -41,6 +41,7 @@ CAPABILITIES = Capabilities(
         "responses_tool_choice",
         "openai_reasoning_settings",
         "openai_reasoning_effort",
+        "responses_chat_parameter",
         "openai_json_mode",
         "openai_format_name",
     ),

@@ -28,6 +28,14 @@ GPT-3.5 and their variants, whatever the effort (``none`` too): "Unsupported par
 ..."): an effort setting kept after the agent's model was switched to GPT-4o or GPT-4.1
 mini fails every call.
 
+``responses_chat_parameter``: a Responses request holding a Chat Completions parameter that
+Responses names otherwise: "Unsupported parameter: 'messages'. In the Responses API, this
+parameter has moved to 'input'." (``max_tokens`` and ``max_completion_tokens`` moved to
+``max_output_tokens``, ``response_format`` to ``text.format``, ``reasoning_effort`` to
+``reasoning.effort``): a client moved to /v1/responses that kept its Chat body, or a model
+switch that changed the endpoint under a saved configuration (OpenHands software-agent-sdk
+#755).
+
 ``openai_json_mode``: JSON mode (Chat's ``response_format``, Responses' ``text.format``, of
 type ``json_object``) when no message says "json": "'messages' must contain the word 'json'
 in some form, to use 'response_format' of type 'json_object'." (Responses: "Response input
@@ -66,6 +74,15 @@ REASONING_SETTINGS = "openai_reasoning_settings"
 JSON_MODE = "openai_json_mode"
 FORMAT_NAME = "openai_format_name"
 REASONING_EFFORT = "openai_reasoning_effort"
+CHAT_PARAMETER = "responses_chat_parameter"
+# Chat Completions' name of a parameter -> where Responses takes it.
+_MOVED = {
+    "messages": "input",
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
+    "response_format": "text.format",
+    "reasoning_effort": "reasoning.effort",
+}
 MAX_FORMAT_NAME = 64
 _REASONING_MODEL = re.compile(r"o[134](?:-[a-z0-9-]+)?|gpt-5(?:-(?!chat)[a-z0-9-]+)?").fullmatch
 _UNREASONING_MODEL = re.compile(
@@ -169,6 +186,24 @@ def reasoning_effort(seq: MessageSequence) -> list[Violation]:
         None,
     )
     return [replace(found, location=param)]
+
+
+@rule(CHAT_PARAMETER)
+def chat_parameter(seq: MessageSequence) -> list[Violation]:
+    if seq.envelope.keys().isdisjoint(_MOVED):
+        return []
+    out: list[Violation] = []
+    for name, moved in _MOVED.items():
+        if seq.envelope.get(name) is not None:
+            found = violation(
+                CHAT_PARAMETER,
+                f"the request sets Chat Completions' {name}; OpenAI: \"Unsupported parameter: "
+                f"'{name}'. In the Responses API, this parameter has moved to '{moved}'.\" "
+                f"(send {moved})",
+                None,
+            )
+            out.append(replace(found, location=name))
+    return out
 
 
 def _refused(model: str, text: str, param: str, fix: str) -> Violation:
