@@ -514,3 +514,30 @@ def test_the_responses_names_of_the_same_settings_go_up() -> None:
         max_tokens=None,
     )
     assert verdict.ready
+
+
+NESTED = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+FLAT = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+
+
+def test_a_nested_tool_and_choice_are_refused_with_openais_words() -> None:
+    _, verdict = check(
+        [USER],
+        tools=[FLAT, NESTED],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
+    assert [(v.rule, v.location) for v in verdict.violations] == [
+        ("openai_tool_shape", "tools[1].name"),
+        ("openai_tool_shape", "tool_choice.function"),
+    ]
+    assert "Missing required parameter: 'tools[1].name'." in verdict.violations[0].message
+    assert "Unknown parameter: 'tool_choice.function'." in verdict.violations[1].message
+
+
+def test_flat_tools_and_choice_and_hosted_tools_go_up() -> None:
+    _, verdict = check(
+        [USER],
+        tools=[FLAT, {"type": "web_search"}],
+        tool_choice={"type": "function", "name": "get_weather"},
+    )
+    assert verdict.ready

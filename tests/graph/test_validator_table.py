@@ -325,6 +325,17 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_reasoning_settings",
     ),
     (
+        "a function tool in Responses' flat shape (dspy #9943, the other way round)",
+        {
+            **body(user("hi")),
+            "tools": [
+                {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+            ],
+        },
+        "REJECTED",
+        "openai_tool_shape",
+    ),
+    (
         "a reasoning effort kept after the model was switched to GPT-4o",
         {**body(user("hi")), "model": "gpt-4o", "reasoning_effort": "low"},
         "REJECTED",
@@ -650,3 +661,17 @@ def test_a_structured_outputs_name_is_judged_by_openais_pattern_and_length(
     assert [v.location for v in found] == (["response_format.json_schema.name"] if refused else [])
     if refused:
         assert "string too long. Expected a string with maximum length 64" in found[0].message
+
+
+def test_a_flat_tool_is_named_by_its_index_with_openais_param():
+    nested = {"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}
+    flat = {"type": "function", "name": "b", "parameters": {"type": "object"}}
+    request = {**body(user("hi")), "tools": [nested, flat, {"type": "function"}]}
+    found = verdict_of(request).violations
+    assert [(v.rule, v.location) for v in found] == [
+        ("openai_tool_shape", "tools[1].function"),
+        ("openai_tool_shape", "tools[2].function"),
+    ]
+    assert "Missing required parameter: 'tools[1].function'." in found[0].message
+    assert "Responses' flat shape" in found[0].message
+    assert verdict_of({**request, "tools": [nested]}).ready

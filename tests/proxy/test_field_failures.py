@@ -1003,6 +1003,36 @@ async def test_openhands_755_chat_parameters_sent_to_responses_are_refused_by_na
     assert len(stack.upstream.received) == 1
 
 
+async def test_dspy_9943_a_tool_in_the_other_apis_shape_is_refused_by_index(
+    make_stack: StackFactory,
+):
+    """stanfordnlp/dspy #9943 (and any-llm PR #1310, geode PR #612): a library that builds
+    Chat Completions tools sent them to /v1/responses, and OpenAI refused every request
+    ("Missing required parameter: 'tools[0].name'."; the other way round, "Missing
+    required parameter: 'tools[0].function'."). turngate refuses it before sending, naming
+    the entry with OpenAI's param; each API's own shape goes up."""
+    stack = await make_stack()
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    nested: Any = [{"type": "function", "function": {"name": "get_weather", "parameters": schema}}]
+    flat: Any = [{"type": "function", "name": "get_weather", "parameters": schema}]
+    ask: Any = [{"role": "user", "content": "Weather in Paris?"}]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input="Weather in Paris?", tools=nested)
+        refused(stack, caught.value, "openai_tool_shape", "'tools[0].name'")
+        assert caught.value.param == "tools[0].name"
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=ask, tools=flat)
+        refused(stack, caught.value, "openai_tool_shape", "'tools[0].function'")
+        stack.upstream.reply(
+            Reply.json(recorded("openai-responses/pai-nonstream-after-function-output.json"))
+        )
+        await client.responses.create(model="gpt-5", input="Weather in Paris?", tools=flat)
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(model="gpt-4o", messages=ask, tools=nested)
+    assert len(stack.upstream.received) == 2
+
+
 async def test_mem0_3559_json_mode_with_no_message_saying_json_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -37,6 +37,7 @@ CAPABILITIES = Capabilities(
         "chat_tools_too_many",
         "chat_tool_schemas",
         "chat_tool_choice",
+        "chat_tool_shape",
         "openai_reasoning_settings",
         "openai_reasoning_effort",
         "openai_json_mode",

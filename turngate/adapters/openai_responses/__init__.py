@@ -39,6 +39,7 @@ CAPABILITIES = Capabilities(
         "responses_tool_name_pattern",
         "responses_tool_schemas",
         "responses_tool_choice",
+        "responses_tool_shape",
         "openai_reasoning_settings",
         "openai_reasoning_effort",
         "responses_chat_parameter",

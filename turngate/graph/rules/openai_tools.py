@@ -1,0 +1,81 @@
+"""OpenAI: a function tool declared in the other OpenAI API's shape (request rules, code
+``openai_tool_shape``).
+
+Chat Completions nests a function under ``function`` (``{"type": "function", "function":
+{"name": …, "parameters": …}}``); Responses declares it flat (``{"type": "function", "name":
+…, "parameters": …}``). A tool list built for one and sent to the other is refused on every
+call: Chat "Missing required parameter: 'tools[0].function'.", Responses "Missing required
+parameter: 'tools[0].name'." A client moved between the two APIs, or a library that builds
+tools for one and posts them to the other, meets it (dspy #9943, any-llm PR #1310, geode PR
+#612). Both parse as a hosted tool named ``function``; the rule names the entry by its index,
+with OpenAI's param. Responses refuses a ``tool_choice`` nested the Chat way too: "Unknown
+parameter: 'tool_choice.function'." (sub2api PR #1634).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from turngate.graph.model import MessageSequence, ToolDef
+from turngate.graph.rules import rule
+from turngate.graph.validator import Violation, violation
+
+TOOL_SHAPE = "openai_tool_shape"
+
+
+@rule("chat_tool_shape")
+def chat_tool_shape(seq: MessageSequence) -> list[Violation]:
+    fix = 'nest it: {"type": "function", "function": {"name": …, "parameters": …}}'
+    return [
+        _refused(index, "function", "Responses' flat shape" if "name" in native else "", fix)
+        for index, native in _function_tools(seq)
+        if "function" not in native
+    ]
+
+
+@rule("responses_tool_shape")
+def responses_tool_shape(seq: MessageSequence) -> list[Violation]:
+    fix = 'flatten it: {"type": "function", "name": …, "parameters": …}'
+    out = [
+        _refused(index, "name", "Chat Completions' nested shape", fix)
+        for index, native in _function_tools(seq)
+        if "name" not in native and isinstance(native.get("function"), dict)
+    ]
+    choice = seq.envelope.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "function" and "function" in choice:
+        found = violation(
+            TOOL_SHAPE,
+            "tool_choice names its function in Chat Completions' nested shape; OpenAI: "
+            '"Unknown parameter: \'tool_choice.function\'." (flatten it: {"type": "function", '
+            '"name": …})',
+            None,
+        )
+        out.append(replace(found, location="tool_choice.function"))
+    return out
+
+
+def _function_tools(seq: MessageSequence) -> list[tuple[int, dict[str, Any]]]:
+    """Each ``type: function`` entry the adapter could not read as a function, by index."""
+    return [
+        (index, native)
+        for index, tool in enumerate(seq.tools)
+        if tool.tool_type == "hosted"
+        and isinstance(native := _native(tool), dict)
+        and native.get("type") == "function"
+    ]
+
+
+def _native(tool: ToolDef) -> Any:
+    return tool.attrs.get("$native")
+
+
+def _refused(index: int, missing: str, shape: str, fix: str) -> Violation:
+    param = f"tools[{index}].{missing}"
+    what = f"declares a function in {shape}" if shape else "is a function with no function"
+    found = violation(
+        TOOL_SHAPE,
+        f"tools[{index}] {what}; OpenAI: \"Missing required parameter: '{param}'.\" ({fix})",
+        None,
+    )
+    return replace(found, location=param)
