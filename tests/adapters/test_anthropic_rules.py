@@ -247,6 +247,28 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_empty_content"],
     ),
     (
+        "an OpenAI function tool sent to the Messages endpoint",
+        {
+            **body(user("hi")),
+            "tools": [
+                WEATHER_TOOL,
+                {"type": "function", "function": {"name": "get_time", "parameters": {}}},
+            ],
+        },
+        "REJECTED",
+        ["anthropic_tool_shape"],
+    ),
+    (
+        "a tool_choice written the OpenAI way",
+        {
+            **body(user("hi")),
+            "tools": [WEATHER_TOOL],
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        },
+        "REJECTED",
+        ["anthropic_tool_shape"],
+    ),
+    (
         "a server tool result with no server_tool_use before it",
         body(user("news?"), assistant(web_search_result("srvtoolu_01"), text("done"))),
         "REJECTED",
@@ -1297,3 +1319,12 @@ def test_api_version_2026_10_21_takes_no_sampling_setting_at_any_value(
     if refused:
         assert f"anthropic-version {version} takes no temperature" in found[0].message
         assert '"temperature: Extra inputs are not permitted"' in found[0].message
+
+
+def test_an_openai_function_tool_is_named_by_its_index() -> None:
+    openai_tool = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+    request = {**body(user("hi")), "tools": [WEATHER_TOOL, openai_tool]}
+    (found,) = verdict_of(request).violations
+    assert found.rule == "anthropic_tool_shape"
+    assert "tools.1: Input tag 'function' found using 'type'" in found.message
+    assert verdict_of({**request, "tools": [WEATHER_TOOL], "tool_choice": {"type": "auto"}}).ready

@@ -594,6 +594,38 @@ async def test_trae_bedrock_a_failed_tools_empty_result_is_refused_by_its_call(
     assert len(stack.upstream.received) == 1
 
 
+async def test_an_openai_tool_sent_to_claude_is_refused_by_its_index(make_stack: StackFactory):
+    """An OpenAI client pointed at Anthropic's Messages endpoint (a guardrail that wrote the
+    tools back in OpenAI's form; 40 refusals in eight hours at one gateway): Anthropic
+    refused every request ("tools.0: Input tag 'function' found using 'type' does not match
+    any of the expected tags", and the same for an OpenAI tool_choice). turngate refuses it
+    before sending, naming the entry; the tool written Anthropic's way goes up."""
+    stack = await make_stack()
+    schema = WEATHER["parameters"]
+    openai_tool: Any = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": schema}}
+    ]
+    choice: Any = {"type": "function", "function": {"name": "get_weather"}}
+    ask: Any = [{"role": "user", "content": "Weather in Paris?"}]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=64, messages=ask, tools=openai_tool, tool_choice=choice
+            )
+        message = refused(stack, caught.value, "anthropic_tool_shape", "tools.0")
+        assert "Input tag 'function' found using 'type'" in message
+        assert "(+1 more: anthropic_tool_shape)" in message
+        stack.upstream.reply(claude_answer("Sunny, 18C."))
+        await client.messages.create(
+            model=CLAUDE,
+            max_tokens=64,
+            messages=ask,
+            tools=CLAUDE_TOOLS,  # type: ignore[arg-type]
+            tool_choice={"type": "tool", "name": "get_weather"},
+        )
+    assert len(stack.upstream.received) == 1
+
+
 # 14 ----------------------------------------------------------------------------------------
 
 

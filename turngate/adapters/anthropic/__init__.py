@@ -44,6 +44,7 @@ CAPABILITIES = Capabilities(
         "anthropic_tool_names_unique",
         "anthropic_tool_name_pattern",
         "anthropic_tool_schema",
+        "anthropic_tool_shape",
         "anthropic_images",
     ),
     # Anthropic-defined client tools, called with tool_use and run by the application;

@@ -1,5 +1,5 @@
-"""OpenAI: a function tool declared in the other OpenAI API's shape (request rules, code
-``openai_tool_shape``).
+"""A tool declared in another API's shape (request rules, codes ``openai_tool_shape`` and
+``anthropic_tool_shape``).
 
 Chat Completions nests a function under ``function`` (``{"type": "function", "function":
 {"name": …, "parameters": …}}``); Responses declares it flat (``{"type": "function", "name":
@@ -7,9 +7,17 @@ Chat Completions nests a function under ``function`` (``{"type": "function", "fu
 call: Chat "Missing required parameter: 'tools[0].function'.", Responses "Missing required
 parameter: 'tools[0].name'." A client moved between the two APIs, or a library that builds
 tools for one and posts them to the other, meets it (dspy #9943, any-llm PR #1310, geode PR
-#612). Both parse as a hosted tool named ``function``; the rule names the entry by its index,
-with OpenAI's param. Responses refuses a ``tool_choice`` nested the Chat way too: "Unknown
-parameter: 'tool_choice.function'." (sub2api PR #1634).
+#612). Responses refuses a ``tool_choice`` nested the Chat way too: "Unknown parameter:
+'tool_choice.function'." (sub2api PR #1634).
+
+Anthropic takes a client tool as ``{"name": …, "input_schema": …}`` and a ``tool_choice`` of
+type auto, any, tool or none; OpenAI's ``type: function`` in either place is refused: "tools.0:
+Input tag 'function' found using 'type' does not match any of the expected tags" (an OpenAI
+client pointed at the Messages endpoint, a guardrail that wrote the tools back in OpenAI's
+form: 40 refusals in eight hours at one gateway).
+
+Every such tool parses as a hosted tool named ``function``; the rules name the entry by its
+index, with the provider's param.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
 TOOL_SHAPE = "openai_tool_shape"
+ANTHROPIC_TOOL_SHAPE = "anthropic_tool_shape"
 
 
 @rule("chat_tool_shape")
@@ -52,6 +61,32 @@ def responses_tool_shape(seq: MessageSequence) -> list[Violation]:
             None,
         )
         out.append(replace(found, location="tool_choice.function"))
+    return out
+
+
+@rule(ANTHROPIC_TOOL_SHAPE)
+def anthropic_tool_shape(seq: MessageSequence) -> list[Violation]:
+    fix = '(declare it as {"name": …, "description": …, "input_schema": {"type": "object", …}})'
+    out = [
+        violation(
+            ANTHROPIC_TOOL_SHAPE,
+            f'tools.{index} declares an OpenAI function; Anthropic: "tools.{index}: Input tag '
+            f"'function' found using 'type' does not match any of the expected tags\" {fix}",
+            None,
+        )
+        for index, _native in _function_tools(seq)
+    ]
+    choice = seq.envelope.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        out.append(
+            violation(
+                ANTHROPIC_TOOL_SHAPE,
+                'tool_choice is written the OpenAI way; Anthropic: "tool_choice: Input tag '
+                "'function' found using 'type' does not match any of the expected tags\" "
+                '(force a tool with {"type": "tool", "name": …})',
+                None,
+            )
+        )
     return out
 
 
