@@ -259,6 +259,12 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_tool_shape"],
     ),
     (
+        "a tool_choice sent as OpenAI's string",
+        {**body(user("hi")), "tools": [WEATHER_TOOL], "tool_choice": "required"},
+        "REJECTED",
+        ["anthropic_tool_shape"],
+    ),
+    (
         "a tool_choice written the OpenAI way",
         {
             **body(user("hi")),

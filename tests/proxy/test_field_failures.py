@@ -598,8 +598,10 @@ async def test_an_openai_tool_sent_to_claude_is_refused_by_its_index(make_stack:
     """An OpenAI client pointed at Anthropic's Messages endpoint (a guardrail that wrote the
     tools back in OpenAI's form; 40 refusals in eight hours at one gateway): Anthropic
     refused every request ("tools.0: Input tag 'function' found using 'type' does not match
-    any of the expected tags", and the same for an OpenAI tool_choice). turngate refuses it
-    before sending, naming the entry; the tool written Anthropic's way goes up."""
+    any of the expected tags", and the same for an OpenAI tool_choice; its string "auto":
+    "tool_choice: Input should be a valid dictionary or object to extract fields from").
+    turngate refuses it before sending, naming the entry; the tool written Anthropic's way
+    goes up."""
     stack = await make_stack()
     schema = WEATHER["parameters"]
     openai_tool: Any = [
@@ -615,6 +617,17 @@ async def test_an_openai_tool_sent_to_claude_is_refused_by_its_index(make_stack:
         message = refused(stack, caught.value, "anthropic_tool_shape", "tools.0")
         assert "Input tag 'function' found using 'type'" in message
         assert "(+1 more: anthropic_tool_shape)" in message
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE,
+                max_tokens=64,
+                messages=ask,
+                tools=CLAUDE_TOOLS,  # type: ignore[arg-type]
+                tool_choice="auto",  # type: ignore[arg-type]
+            )
+        message = refused(stack, caught.value, "anthropic_tool_shape", "tool_choice")
+        assert "Input should be a valid dictionary" in message
+        assert '(send {"type": "auto"})' in message
         stack.upstream.reply(claude_answer("Sunny, 18C."))
         await client.messages.create(
             model=CLAUDE,

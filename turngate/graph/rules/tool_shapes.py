@@ -14,7 +14,9 @@ Anthropic takes a client tool as ``{"name": …, "input_schema": …}`` and a ``
 type auto, any, tool or none; OpenAI's ``type: function`` in either place is refused: "tools.0:
 Input tag 'function' found using 'type' does not match any of the expected tags" (an OpenAI
 client pointed at the Messages endpoint, a guardrail that wrote the tools back in OpenAI's
-form: 40 refusals in eight hours at one gateway).
+form: 40 refusals in eight hours at one gateway). A ``tool_choice`` sent as OpenAI's string
+(``"auto"``, ``"required"``) is refused too: "tool_choice: Input should be a valid dictionary
+or object to extract fields from".
 
 Every such tool parses as a hosted tool named ``function``; the rules name the entry by its
 index, with the provider's param.
@@ -31,6 +33,13 @@ from turngate.graph.validator import Violation, violation
 
 TOOL_SHAPE = "openai_tool_shape"
 ANTHROPIC_TOOL_SHAPE = "anthropic_tool_shape"
+# OpenAI's tool_choice strings, written Anthropic's way.
+_ANTHROPIC_CHOICE = {
+    "auto": '{"type": "auto"}',
+    "required": '{"type": "any"}',
+    "none": '{"type": "none"}',
+}
+_ANY_CHOICE = '{"type": "auto"}, {"type": "any"}, {"type": "none"} or {"type": "tool", "name": …}'
 
 
 @rule("chat_tool_shape")
@@ -77,6 +86,16 @@ def anthropic_tool_shape(seq: MessageSequence) -> list[Violation]:
         for index, _native in _function_tools(seq)
     ]
     choice = seq.envelope.get("tool_choice")
+    if isinstance(choice, str):
+        out.append(
+            violation(
+                ANTHROPIC_TOOL_SHAPE,
+                f"tool_choice is OpenAI's string {choice[:40]!r}; Anthropic: \"tool_choice: Input "
+                'should be a valid dictionary or object to extract fields from" (send '
+                f"{_ANTHROPIC_CHOICE.get(choice, _ANY_CHOICE)})",
+                None,
+            )
+        )
     if isinstance(choice, dict) and choice.get("type") == "function":
         out.append(
             violation(
