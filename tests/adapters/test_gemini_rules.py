@@ -741,3 +741,13 @@ def test_each_penalty_set_is_named():
         ("gemini_penalty", "gemini-2.5-pro takes no presencePenalty"),
         ("gemini_penalty", "gemini-2.5-pro takes no frequencyPenalty"),
     ]
+
+
+def test_an_openai_function_in_tools_is_refused_by_its_entry():
+    openai_tool = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+    request = {**body(ASK), "tools": [WEATHER_DECLARED, openai_tool]}
+    seq = ADAPTER.parse_request(request, RouteInfo(model="gemini-2.5-flash", stream=False))
+    (found,) = validate(seq, CAPABILITIES).violations
+    assert found.rule == "gemini_tool_shape"
+    assert "Unknown name \"type\" at 'tools[1]': Cannot find field." in found.message
+    assert_refused_alone("gemini-2.5-flash", {**request, "tools": [WEATHER_DECLARED]}, "", None)

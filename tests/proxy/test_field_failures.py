@@ -13,6 +13,7 @@ import base64
 import copy
 from typing import Any
 
+import aiohttp
 import anthropic
 import openai
 import orjson
@@ -33,7 +34,7 @@ from tests.proxy.helpers import (
     openai_sdk,
 )
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING, sdk_kwargs
-from tests.proxy.stack import Stack
+from tests.proxy.stack import GEMINI_KEY, Stack
 from turngate.proxy.upstream import UpstreamTimeouts
 
 pytestmark = pytest.mark.skipif(not FIXTURES_PRESENT, reason="recorded fixtures ABSENT")
@@ -2045,6 +2046,33 @@ async def test_openai_gemini_63_a_penalty_gemini_2_5_does_not_take_is_refused_by
     await client.aio.aclose()
     (sent,) = stack.upstream.received
     assert sent.json()["generationConfig"]["presencePenalty"] == 0.6
+
+
+async def test_an_openai_tool_sent_to_gemini_is_refused_by_its_entry(make_stack: StackFactory):
+    """An agent framework that wraps its MCP tools the OpenAI way for every provider posted
+    them to Gemini (over HTTP: google-genai itself would not build the body), and Gemini
+    refused every request ("Invalid JSON payload received. Unknown name "type" at
+    'tools[0]': Cannot find field."). turngate refuses it before sending, in Gemini's
+    envelope, naming the entry; the function declared Gemini's way goes up."""
+    stack = await make_stack()
+    url = f"{stack.base('/gemini')}/v1beta/models/gemini-2.5-flash:generateContent"
+    headers = {"x-goog-api-key": GEMINI_KEY}
+    ask = {"role": "user", "parts": [{"text": "Weather in Paris?"}]}
+    openai_tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    declared = {"functionDeclarations": [{"name": "get_weather"}]}
+    text = {"role": "model", "parts": [{"text": "Sunny."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    async with aiohttp.ClientSession() as http:
+        body = {"contents": [ask], "tools": [openai_tool]}
+        async with http.post(url, json=body, headers=headers) as refusal:
+            assert refusal.status == 400
+            assert refusal.headers["Turngate-Rejection"] == "gemini_tool_shape"
+            error = (await refusal.json())["error"]
+        assert error["status"] == "INVALID_ARGUMENT"
+        assert "Unknown name \"type\" at 'tools[0]': Cannot find field." in error["message"]
+        async with http.post(url, json={**body, "tools": [declared]}, headers=headers) as ok:
+            assert ok.status == 200
+    assert len(stack.upstream.received) == 1
 
 
 @GENAI_AIOHTTP_WARNING

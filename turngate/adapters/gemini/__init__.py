@@ -40,6 +40,7 @@ CAPABILITIES = Capabilities(
         "gemini_thinking_config",
         "gemini_tool_combination",
         "gemini_penalty",
+        "gemini_tool_shape",
     ),
     tools_held_by=("cachedContent", "cached_content"),
     # Computer use: the application runs the UI actions the model calls by its own names.

@@ -1,5 +1,5 @@
 """A tool declared in another API's shape (request rules, codes ``openai_tool_shape`` and
-``anthropic_tool_shape``).
+``anthropic_tool_shape``, ``gemini_tool_shape``).
 
 Chat Completions nests a function under ``function`` (``{"type": "function", "function":
 {"name": …, "parameters": …}}``); Responses declares it flat (``{"type": "function", "name":
@@ -18,8 +18,13 @@ form: 40 refusals in eight hours at one gateway). A ``tool_choice`` sent as Open
 (``"auto"``, ``"required"``) is refused too: "tool_choice: Input should be a valid dictionary
 or object to extract fields from".
 
-Every such tool parses as a hosted tool named ``function``; the rules name the entry by its
-index, with the provider's param.
+Gemini takes functions as ``{"functionDeclarations": [{"name": …, "parameters": …}]}``; an
+OpenAI tool in its ``tools`` is refused: "Invalid JSON payload received. Unknown name
+\"type\" at 'tools[0]': Cannot find field." (an agent framework that wraps MCP tools the
+OpenAI way for every provider).
+
+Every such tool parses as a hosted tool; the rules name the entry by its index, with the
+provider's param.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from turngate.graph.validator import Violation, violation
 
 TOOL_SHAPE = "openai_tool_shape"
 ANTHROPIC_TOOL_SHAPE = "anthropic_tool_shape"
+GEMINI_TOOL_SHAPE = "gemini_tool_shape"
 # OpenAI's tool_choice strings, written Anthropic's way.
 _ANTHROPIC_CHOICE = {
     "auto": '{"type": "auto"}',
@@ -47,7 +53,7 @@ def chat_tool_shape(seq: MessageSequence) -> list[Violation]:
     fix = 'nest it: {"type": "function", "function": {"name": …, "parameters": …}}'
     return [
         _refused(index, "function", "Responses' flat shape" if "name" in native else "", fix)
-        for index, native in _function_tools(seq)
+        for index, _tool, native in _function_tools(seq)
         if "function" not in native
     ]
 
@@ -57,7 +63,7 @@ def responses_tool_shape(seq: MessageSequence) -> list[Violation]:
     fix = 'flatten it: {"type": "function", "name": …, "parameters": …}'
     out = [
         _refused(index, "name", "Chat Completions' nested shape", fix)
-        for index, native in _function_tools(seq)
+        for index, _tool, native in _function_tools(seq)
         if "name" not in native and isinstance(native.get("function"), dict)
     ]
     choice = seq.envelope.get("tool_choice")
@@ -83,7 +89,7 @@ def anthropic_tool_shape(seq: MessageSequence) -> list[Violation]:
             f"'function' found using 'type' does not match any of the expected tags\" {fix}",
             None,
         )
-        for index, _native in _function_tools(seq)
+        for index, _tool, _native in _function_tools(seq)
     ]
     choice = seq.envelope.get("tool_choice")
     if isinstance(choice, str):
@@ -109,10 +115,27 @@ def anthropic_tool_shape(seq: MessageSequence) -> list[Violation]:
     return out
 
 
-def _function_tools(seq: MessageSequence) -> list[tuple[int, dict[str, Any]]]:
-    """Each ``type: function`` entry the adapter could not read as a function, by index."""
+@rule(GEMINI_TOOL_SHAPE)
+def gemini_tool_shape(seq: MessageSequence) -> list[Violation]:
+    # Gemini's adapter notes each hosted tool's ``tools[]`` entry; one entry may give several.
+    entries = {tool.attrs.get("$tool"): None for _index, tool, _native in _function_tools(seq)}
     return [
-        (index, native)
+        violation(
+            GEMINI_TOOL_SHAPE,
+            f"tools[{entry}] declares an OpenAI function; Gemini: Invalid JSON payload received. "
+            f"Unknown name \"type\" at 'tools[{entry}]': Cannot find field. (declare it as "
+            '{"functionDeclarations": [{"name": …, "parameters": …}]})',
+            None,
+        )
+        for entry in entries
+    ]
+
+
+def _function_tools(seq: MessageSequence) -> list[tuple[int, ToolDef, dict[str, Any]]]:
+    """Each ``type: function`` entry the adapter could not read as a function: its index, the
+    tool and the entry as sent."""
+    return [
+        (index, tool, native)
         for index, tool in enumerate(seq.tools)
         if tool.tool_type == "hosted"
         and isinstance(native := _native(tool), dict)
