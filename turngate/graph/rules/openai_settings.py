@@ -73,6 +73,7 @@ from turngate.graph.validator import Violation, violation
 REASONING_SETTINGS = "openai_reasoning_settings"
 JSON_MODE = "openai_json_mode"
 FORMAT_NAME = "openai_format_name"
+MAX_FORMAT_NAME = 64
 REASONING_EFFORT = "openai_reasoning_effort"
 CHAT_PARAMETER = "responses_chat_parameter"
 # Chat Completions' name of a parameter -> where Responses takes it.
@@ -83,7 +84,6 @@ _MOVED = {
     "response_format": "text.format",
     "reasoning_effort": "reasoning.effort",
 }
-MAX_FORMAT_NAME = 64
 _REASONING_MODEL = re.compile(r"o[134](?:-[a-z0-9-]+)?|gpt-5(?:-(?!chat)[a-z0-9-]+)?").fullmatch
 _UNREASONING_MODEL = re.compile(
     r"(?:gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4|gpt-3\.5-turbo)(?:-[a-z0-9.-]+)?"

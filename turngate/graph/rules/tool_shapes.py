@@ -1,5 +1,5 @@
-"""A tool declared in another API's shape (request rules, codes ``openai_tool_shape`` and
-``anthropic_tool_shape``, ``gemini_tool_shape``).
+"""A tool declared in another API's shape (request rules, codes ``openai_tool_shape``,
+``anthropic_tool_shape`` and ``gemini_tool_shape``).
 
 Chat Completions nests a function under ``function`` (``{"type": "function", "function":
 {"name": …, "parameters": …}}``); Responses declares it flat (``{"type": "function", "name":
@@ -36,7 +36,7 @@ from turngate.graph.model import MessageSequence, ToolDef
 from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, violation
 
-TOOL_SHAPE = "openai_tool_shape"
+OPENAI_TOOL_SHAPE = "openai_tool_shape"
 ANTHROPIC_TOOL_SHAPE = "anthropic_tool_shape"
 GEMINI_TOOL_SHAPE = "gemini_tool_shape"
 # OpenAI's tool_choice strings, written Anthropic's way.
@@ -69,7 +69,7 @@ def responses_tool_shape(seq: MessageSequence) -> list[Violation]:
     choice = seq.envelope.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") == "function" and "function" in choice:
         found = violation(
-            TOOL_SHAPE,
+            OPENAI_TOOL_SHAPE,
             "tool_choice names its function in Chat Completions' nested shape; OpenAI: "
             '"Unknown parameter: \'tool_choice.function\'." (flatten it: {"type": "function", '
             '"name": …})',
@@ -149,9 +149,9 @@ def _native(tool: ToolDef) -> Any:
 
 def _refused(index: int, missing: str, shape: str, fix: str) -> Violation:
     param = f"tools[{index}].{missing}"
-    what = f"declares a function in {shape}" if shape else "is a function with no function"
+    what = f"declares a function in {shape}" if shape else "has type function but no function"
     found = violation(
-        TOOL_SHAPE,
+        OPENAI_TOOL_SHAPE,
         f"tools[{index}] {what}; OpenAI: \"Missing required parameter: '{param}'.\" ({fix})",
         None,
     )
