@@ -751,3 +751,95 @@ def test_an_openai_function_in_tools_is_refused_by_its_entry():
     assert found.rule == "gemini_tool_shape"
     assert "Unknown name \"type\" at 'tools[1]': Cannot find field." in found.message
     assert_refused_alone("gemini-2.5-flash", {**request, "tools": [WEATHER_DECLARED]}, "", None)
+
+
+FORCED = {"functionCallingConfig": {"mode": "ANY"}}
+SEARCH = [{"googleSearch": {}}]
+FUNCTION_CONFIGS = [
+    (
+        "a forced call with Google Search alone",
+        "gemini_api",
+        "gemini-2.5-flash",
+        SEARCH,
+        FORCED,
+        True,
+    ),
+    ("a forced call with no tools at all", "gemini_api", "gemini-2.0-flash", [], FORCED, True),
+    (
+        "an empty config, as google-genai spells it",
+        "gemini_api",
+        "gemini-2.5-pro",
+        SEARCH,
+        {"function_calling_config": {}},
+        True,
+    ),
+    (
+        "mode AUTO with Google Search alone",
+        "gemini_api",
+        "gemini-2.5-flash",
+        SEARCH,
+        {"functionCallingConfig": {"mode": "AUTO"}},
+        True,
+    ),
+    ("the same on Vertex AI, which takes it", "vertex", "gemini-2.5-flash", SEARCH, FORCED, False),
+    ("the same where no path says", None, "gemini-2.5-flash", SEARCH, FORCED, False),
+    (
+        "the same on Gemini 3, which tolerates it",
+        "gemini_api",
+        "gemini-3-flash-preview",
+        SEARCH,
+        FORCED,
+        False,
+    ),
+    (
+        "an alias whose family the id does not say",
+        "gemini_api",
+        "gemini-flash-latest",
+        SEARCH,
+        FORCED,
+        False,
+    ),
+    (
+        "a forced call with a function declared",
+        "gemini_api",
+        "gemini-2.5-flash",
+        [WEATHER_DECLARED],
+        FORCED,
+        False,
+    ),
+    (
+        "mode NONE, or no function-calling config",
+        "gemini_api",
+        "gemini-2.5-flash",
+        SEARCH,
+        {"functionCallingConfig": {"mode": "NONE"}, "retrievalConfig": {}},
+        False,
+    ),
+    (
+        "a config beside no other tool config",
+        "gemini_api",
+        "gemini-2.5-flash",
+        SEARCH,
+        {"retrievalConfig": {}},
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "model_name", "tools", "tool_config", "refused"),
+    [pytest.param(e, m, t, c, r, id=case) for case, e, m, t, c, r in FUNCTION_CONFIGS],
+)
+def test_a_function_config_without_functions_is_refused_on_the_gemini_api_before_gemini_3(
+    endpoint: str | None,
+    model_name: str,
+    tools: list[Any],
+    tool_config: dict[str, Any],
+    refused: bool,
+):
+    request = {**body(ASK), "tools": tools, "toolConfig": tool_config}
+    route = RouteInfo(model=model_name, stream=False, endpoint=endpoint)
+    found = validate(ADAPTER.parse_request(request, route), CAPABILITIES).violations
+    assert [v.rule for v in found] == (["gemini_function_config"] if refused else [])
+    if refused:
+        assert "Function calling config is set without function_declarations." in found[0].message

@@ -151,3 +151,35 @@ async def test_a_stream_asked_without_alt_sse_is_refused_before_it_is_sent(stack
     assert (status, headers["Turngate-Rejection"]) == (400, "invalid_request")
     assert "alt=sse" in orjson.loads(answer)["error"]["message"]
     assert stack.upstream.received == []
+
+
+@pytest.mark.parametrize(("settings", "model", "path"), CLIENTS)
+async def test_a_forced_call_without_functions_is_refused_on_the_gemini_api_only(
+    stack: Stack, settings: dict[str, Any], model: str, path: str
+):
+    """inspect_ai #2462 (and pydantic-ai PR #5791): a search-only request with a
+    function-calling config, to Gemini 2.x on the Gemini API ("Function calling config is
+    set without function_declarations."), is refused. Vertex AI takes it, so its paths relay
+    it; so does a tuned model, whose id does not say its family."""
+    sdk = sdk_for(stack, settings)
+    forced = types.ToolConfig(
+        function_calling_config=types.FunctionCallingConfig(
+            mode=types.FunctionCallingConfigMode.ANY
+        )
+    )
+    search = types.Tool(google_search=types.GoogleSearch())
+    config = types.GenerateContentConfig(tools=[search], tool_config=forced)
+    text = {"role": "model", "parts": [{"text": "Searched."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    ask = "What happened in Lyon today?"
+    if settings.get("vertexai") or not model.startswith("gemini-2"):
+        await sdk.aio.models.generate_content(model=model, contents=ask, config=config)
+        (received,) = stack.upstream.received
+        assert received.path_qs == f"{path}:generateContent"
+    else:
+        with pytest.raises(errors.ClientError) as raised:
+            await sdk.aio.models.generate_content(model=model, contents=ask, config=config)
+        assert raised.value.response.headers["Turngate-Rejection"] == "gemini_function_config"
+        assert "set without function_declarations" in str(raised.value.message)
+        assert stack.upstream.received == []
+    await sdk.aio.aclose()

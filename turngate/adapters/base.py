@@ -20,14 +20,17 @@ from turngate.graph.turn import AssistantTurn
 
 @dataclass(frozen=True)
 class RouteInfo:
-    """What the request path says about the request (Gemini puts model and streaming there),
-    and what its headers ask of the API (Anthropic's ``anthropic-beta`` features and
-    ``anthropic-version``): both change what the API accepts."""
+    """What the request path says about the request (Gemini puts model and streaming there,
+    and whether it goes to the Gemini API or Vertex AI), and what its headers ask of the API
+    (Anthropic's ``anthropic-beta`` features and ``anthropic-version``): all change what the
+    API accepts."""
 
     model: str | None = None
     stream: bool | None = None
     betas: tuple[str, ...] = ()
     api_version: str | None = None
+    # Google's service for a Gemini body: "gemini_api" or "vertex"; None when no path says.
+    endpoint: str | None = None
 
 
 @dataclass(frozen=True)

@@ -406,6 +406,9 @@ class MessageSequence:
     # never rendered.
     betas: tuple[str, ...] = ()
     api_version: str | None = None
+    # The service the path addresses, where it changes what is accepted (Gemini's API or
+    # Vertex AI: RouteInfo.endpoint); never rendered either.
+    endpoint: str | None = None
 
     # Set by an adapter that parsed plain messages (graph/outline.py): ``messages`` is then
     # built from it on first read. Never set on a sequence built any other way, so a

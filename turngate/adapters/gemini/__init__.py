@@ -41,6 +41,7 @@ CAPABILITIES = Capabilities(
         "gemini_tool_combination",
         "gemini_penalty",
         "gemini_tool_shape",
+        "gemini_function_config",
     ),
     tools_held_by=("cachedContent", "cached_content"),
     # Computer use: the application runs the UI actions the model calls by its own names.

@@ -22,6 +22,13 @@ CHAT_PATH = re.compile(
 )
 
 
+def gemini_endpoint(found: re.Match[str]) -> str:
+    """ "vertex" for Vertex AI's paths (``v1beta1``, a project, a publisher or a deployed
+    endpoint), "gemini_api" for the Gemini API's."""
+    vertex = found["version"] == "v1beta1" or found["project"] or found["publisher"]
+    return "vertex" if vertex or found["kind"] == "endpoints" else "gemini_api"
+
+
 def chat_path_template(found: re.Match[str]) -> str:
     """The path with every name a client chose replaced by a placeholder (a metric label)."""
     project = "/projects/{project}/locations/{location}" if found["project"] else ""

@@ -107,6 +107,7 @@ def parse_request(body: Mapping[str, Any], route: RouteInfo | None = None) -> Me
         max_output_tokens=_max_output_tokens(body),
         stream=route.stream is True,
         history="partial" if names_a_cache(body) else "complete",
+        endpoint=route.endpoint,
     )
 
 

@@ -20,6 +20,12 @@
         models/gemini-2.5-flash"; later "Penalty is not enabled for this model"): an
         application's anti-repetition preset, kept from Gemini 2.0 (openai-gemini #63,
         google-gemini/cookbook #1290, litellm PR #32273)
+    gemini_function_config     on the Gemini API (Vertex AI takes it) before Gemini 3 (which
+        tolerates it beside Google's own tools), a function-calling config while the
+        request declares no function: "Function calling config is set without
+        function_declarations." A search-only request with a tool config a library always
+        sends, or an agent nested in an orchestrator that passed its tool config down
+        without the tools (inspect_ai #2462, pydantic-ai PR #5791, Google ADK)
 
 An alias whose family the id does not say (``gemini-flash-latest``) is judged only where the
 model does not matter.
@@ -38,6 +44,7 @@ from turngate.graph.validator import Violation, violation
 THINKING_CONFIG = "gemini_thinking_config"
 TOOL_COMBINATION = "gemini_tool_combination"
 PENALTY = "gemini_penalty"
+FUNCTION_CONFIG = "gemini_function_config"
 _PENALTIES = (("presencePenalty", "presence_penalty"), ("frequencyPenalty", "frequency_penalty"))
 # A Gemini model's version and tier from its id: "gemini-2.5-pro", "gemini-3.1-flash-lite".
 _MODEL = re.compile(r"(?:^|/)gemini-(\d+)(?:\.(\d+))?-([a-z]+)")
@@ -158,4 +165,30 @@ def penalty(seq: MessageSequence) -> list[Violation]:
             None,
         )
         for name, value in found
+    ]
+
+
+@rule(FUNCTION_CONFIG)
+def function_config(seq: MessageSequence) -> list[Violation]:
+    tool_config = either(seq.envelope, "toolConfig", "tool_config")
+    if seq.endpoint != "gemini_api" or not isinstance(tool_config, dict):
+        return []
+    calling = either(tool_config, "functionCallingConfig", "function_calling_config")
+    mode = calling.get("mode") if isinstance(calling, dict) else "NONE"
+    if (isinstance(mode, str) and mode.upper() == "NONE") or seq.history == "partial":
+        return []
+    model = _MODEL.search(seq.model or "")
+    if model is None or int(model.group(1)) >= 3:
+        return []
+    if any(tool.tool_type == "function" for tool in seq.tools):
+        return []
+    return [
+        violation(
+            FUNCTION_CONFIG,
+            "toolConfig sets a function-calling config but the request declares no function, "
+            f'and {seq.model} refuses that; Gemini: "Function calling config is set without '
+            'function_declarations." (leave toolConfig out of a request without '
+            "functionDeclarations)",
+            None,
+        )
     ]
