@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from turngate.errors import TurngateError
 from turngate.graph.capabilities import Capabilities
-from turngate.graph.model import UNKNOWN_HINT, ApiName, MessageSequence, Role, Trust
+from turngate.graph.model import UNKNOWN_HINT, ApiName, Endpoint, MessageSequence, Role, Trust
 from turngate.graph.turn import AssistantTurn
 
 
@@ -29,8 +29,8 @@ class RouteInfo:
     stream: bool | None = None
     betas: tuple[str, ...] = ()
     api_version: str | None = None
-    # Google's service for a Gemini body: "gemini_api" or "vertex"; None when no path says.
-    endpoint: str | None = None
+    # Google's service for a Gemini body; None when no path says.
+    endpoint: Endpoint | None = None
 
 
 @dataclass(frozen=True)

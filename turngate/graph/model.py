@@ -33,6 +33,8 @@ Trust = Literal["trusted", "untrusted"]
 ArgumentState = Literal["complete", "incomplete"]
 ResultStatus = Literal["success", "error", "cancel"]
 ApiName = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
+# The Google service a Gemini path addresses (they differ on a few rules).
+Endpoint = Literal["gemini_api", "vertex"]
 MediaSource = Literal["url", "base64", "file", "text"]
 
 SCHEMA_VERSION = "turngate.MessageSequence.v1"
@@ -408,7 +410,7 @@ class MessageSequence:
     api_version: str | None = None
     # The service the path addresses, where it changes what is accepted (Gemini's API or
     # Vertex AI: RouteInfo.endpoint); never rendered either.
-    endpoint: str | None = None
+    endpoint: Endpoint | None = None
 
     # Set by an adapter that parsed plain messages (graph/outline.py): ``messages`` is then
     # built from it on first read. Never set on a sequence built any other way, so a

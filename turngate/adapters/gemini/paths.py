@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from turngate.graph.model import Endpoint
+
 CHAT_PATH = re.compile(
     r"/(?P<version>v1|v1beta|v1alpha|v1beta1)"
     r"(?P<project>/projects/[^/]+/locations/[^/]+)?"
@@ -22,9 +24,9 @@ CHAT_PATH = re.compile(
 )
 
 
-def gemini_endpoint(found: re.Match[str]) -> str:
-    """ "vertex" for Vertex AI's paths (``v1beta1``, a project, a publisher or a deployed
-    endpoint), "gemini_api" for the Gemini API's."""
+def gemini_endpoint(found: re.Match[str]) -> Endpoint:
+    """The service a chat path addresses: Vertex AI for ``v1beta1``, a project, a publisher
+    or a deployed endpoint; the Gemini API otherwise."""
     vertex = found["version"] == "v1beta1" or found["project"] or found["publisher"]
     return "vertex" if vertex or found["kind"] == "endpoints" else "gemini_api"
 
