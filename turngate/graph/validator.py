@@ -87,16 +87,23 @@ class Verdict:
 
 
 def violation(
-    rule: str, text: str, message: Message | None, block: AnyBlock | None = None, **kw: object
+    rule: str,
+    text: str,
+    message: Message | None,
+    block: AnyBlock | None = None,
+    *,
+    param: str | None = None,
+    **kw: object,
 ) -> Violation:
-    """A violation located at ``message``/``block``; ``text`` gets the location appended."""
+    """A violation located at ``message``/``block``; ``text`` gets the location appended.
+    ``param=`` names a request field instead (a request rule's, as the API's ``param``)."""
     where = f" ({message.location})" if message is not None else ""
     call_id = kw.pop("call_id", getattr(block, "call_id", None))
     return Violation(
         rule=rule,
         message=f"{text}{where}",
         message_index=message.index if message is not None else None,
-        location=message.location if message is not None else None,
+        location=message.location if message is not None else param,
         block_id=block.id if block is not None else None,
         call_id=call_id if isinstance(call_id, str) else None,
         waiting=bool(kw.pop("waiting", False)),

@@ -78,10 +78,10 @@ def thinking_config(seq: MessageSequence) -> list[Violation]:
                 "level on Gemini 3 and later, the budget before)"
             )
         ]
-    model = _MODEL.search(seq.model or "")
-    if model is None:
+    version = _version(seq)
+    if version is None:
         return []
-    major, minor, tier = int(model.group(1)), int(model.group(2) or 0), model.group(3)
+    major, minor, tier = version
     if level is not None and major < 3:
         return [
             _refused(
@@ -100,6 +100,15 @@ def thinking_config(seq: MessageSequence) -> list[Violation]:
     return []
 
 
+def _version(seq: MessageSequence) -> tuple[int, int, str] | None:
+    """The model's (major, minor, tier) from its id in the path; None for an alias whose
+    family the id does not say."""
+    found = _MODEL.search(seq.model or "")
+    if found is None:
+        return None
+    return int(found.group(1)), int(found.group(2) or 0), found.group(3)
+
+
 def _refused(text: str) -> Violation:
     return violation(THINKING_CONFIG, text, None)
 
@@ -113,8 +122,8 @@ def _thinking(seq: MessageSequence) -> dict[str, Any]:
 def tool_combination(seq: MessageSequence) -> list[Violation]:
     if not seq.tools:
         return []
-    model = _MODEL.search(seq.model or "")
-    if model is None or int(model.group(1)) >= 3:
+    version = _version(seq)
+    if version is None or version[0] >= 3:
         return []
     functions = any(tool.tool_type == "function" for tool in seq.tools)
     searches = [t.name for t in seq.tools if t.tool_type == "hosted" and t.name in _SEARCH_TOOLS]
@@ -154,8 +163,8 @@ def penalty(seq: MessageSequence) -> list[Violation]:
         for camel, snake in _PENALTIES
         if type(value := either(config, camel, snake)) in (int, float) and value != 0
     ]
-    model = _MODEL.search(seq.model or "") if found else None
-    if model is None or (int(model.group(1)), int(model.group(2) or 0)) < (2, 5):
+    version = _version(seq) if found else None
+    if version is None or version[:2] < (2, 5):
         return []
     return [
         violation(
@@ -177,8 +186,8 @@ def function_config(seq: MessageSequence) -> list[Violation]:
     mode = calling.get("mode") if isinstance(calling, dict) else "NONE"
     if (isinstance(mode, str) and mode.upper() == "NONE") or seq.history == "partial":
         return []
-    model = _MODEL.search(seq.model or "")
-    if model is None or int(model.group(1)) >= 3:
+    version = _version(seq)
+    if version is None or version[0] >= 3:
         return []
     if any(tool.tool_type == "function" for tool in seq.tools):
         return []

@@ -59,7 +59,6 @@ gateway's name for the model (``openai/gpt-5``) and an Azure deployment named ot
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -179,13 +178,16 @@ def reasoning_effort(seq: MessageSequence) -> list[Violation]:
         effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
     if effort is None or seq.model is None or _UNREASONING_MODEL(seq.model) is None:
         return []
-    found = violation(
-        REASONING_EFFORT,
-        f"{seq.model} does not reason, so it takes no reasoning effort ({str(effort)[:40]!r}); "
-        f'OpenAI: "{_unsupported(param)}" (leave it out, or pick a reasoning model)',
-        None,
-    )
-    return [replace(found, location=param)]
+    return [
+        violation(
+            REASONING_EFFORT,
+            f"{seq.model} does not reason, so it takes no reasoning effort "
+            f'({str(effort)[:40]!r}); OpenAI: "{_unsupported(param)}" (leave it out, or pick a '
+            "reasoning model)",
+            None,
+            param=param,
+        )
+    ]
 
 
 @rule(CHAT_PARAMETER)
@@ -195,22 +197,26 @@ def chat_parameter(seq: MessageSequence) -> list[Violation]:
     out: list[Violation] = []
     for name, moved in _MOVED.items():
         if seq.envelope.get(name) is not None:
-            found = violation(
-                CHAT_PARAMETER,
-                f"the request sets Chat Completions' {name}; OpenAI: \"Unsupported parameter: "
-                f"'{name}'. In the Responses API, this parameter has moved to '{moved}'.\" "
-                f"(send {moved})",
-                None,
+            out.append(
+                violation(
+                    CHAT_PARAMETER,
+                    f"the request sets Chat Completions' {name}; OpenAI: \"Unsupported "
+                    f"parameter: '{name}'. In the Responses API, this parameter has moved to "
+                    f"'{moved}'.\" (send {moved})",
+                    None,
+                    param=name,
+                )
             )
-            out.append(replace(found, location=name))
     return out
 
 
 def _refused(model: str, text: str, param: str, fix: str) -> Violation:
-    found = violation(
-        REASONING_SETTINGS, f'{model} is a reasoning model; OpenAI: "{text}" ({fix})', None
+    return violation(
+        REASONING_SETTINGS,
+        f'{model} is a reasoning model; OpenAI: "{text}" ({fix})',
+        None,
+        param=param,
     )
-    return replace(found, location=param)
 
 
 @rule(JSON_MODE)
@@ -232,13 +238,15 @@ def json_mode(seq: MessageSequence) -> list[Violation]:
             "Response input messages must contain the word 'json' in some form to use "
             "'text.format' of type 'json_object'."
         )
-    found = violation(
-        JSON_MODE,
-        f'JSON mode is on and no message says "json"; OpenAI: "{text}" (say in the system '
-        "prompt or the request that the answer is JSON)",
-        None,
-    )
-    return [replace(found, location=param)]
+    return [
+        violation(
+            JSON_MODE,
+            f'JSON mode is on and no message says "json"; OpenAI: "{text}" (say in the system '
+            "prompt or the request that the answer is JSON)",
+            None,
+            param=param,
+        )
+    ]
 
 
 def _mentions_json(seq: MessageSequence) -> bool:
@@ -262,13 +270,15 @@ def format_name(seq: MessageSequence) -> list[Violation]:
         words = pattern_text(param)
     else:
         return []
-    found = violation(
-        FORMAT_NAME,
-        f"the structured output is named {name[:80]!r}; {words} "
-        "(replace dots, slashes and spaces with _ or -)",
-        None,
-    )
-    return [replace(found, location=param)]
+    return [
+        violation(
+            FORMAT_NAME,
+            f"the structured output is named {name[:80]!r}; {words} "
+            "(replace dots, slashes and spaces with _ or -)",
+            None,
+            param=param,
+        )
+    ]
 
 
 def _output_format(seq: MessageSequence) -> dict[str, Any] | None:

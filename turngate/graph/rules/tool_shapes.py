@@ -29,7 +29,6 @@ provider's param.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from turngate.graph.model import MessageSequence, ToolDef
@@ -68,14 +67,16 @@ def responses_tool_shape(seq: MessageSequence) -> list[Violation]:
     ]
     choice = seq.envelope.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") == "function" and "function" in choice:
-        found = violation(
-            OPENAI_TOOL_SHAPE,
-            "tool_choice names its function in Chat Completions' nested shape; OpenAI: "
-            '"Unknown parameter: \'tool_choice.function\'." (flatten it: {"type": "function", '
-            '"name": …})',
-            None,
+        out.append(
+            violation(
+                OPENAI_TOOL_SHAPE,
+                "tool_choice names its function in Chat Completions' nested shape; OpenAI: "
+                '"Unknown parameter: \'tool_choice.function\'." (flatten it: {"type": '
+                '"function", "name": …})',
+                None,
+                param="tool_choice.function",
+            )
         )
-        out.append(replace(found, location="tool_choice.function"))
     return out
 
 
@@ -138,21 +139,17 @@ def _function_tools(seq: MessageSequence) -> list[tuple[int, ToolDef, dict[str, 
         (index, tool, native)
         for index, tool in enumerate(seq.tools)
         if tool.tool_type == "hosted"
-        and isinstance(native := _native(tool), dict)
+        and isinstance(native := tool.attrs.get("$native"), dict)
         and native.get("type") == "function"
     ]
-
-
-def _native(tool: ToolDef) -> Any:
-    return tool.attrs.get("$native")
 
 
 def _refused(index: int, missing: str, shape: str, fix: str) -> Violation:
     param = f"tools[{index}].{missing}"
     what = f"declares a function in {shape}" if shape else "has type function but no function"
-    found = violation(
+    return violation(
         OPENAI_TOOL_SHAPE,
         f"tools[{index}] {what}; OpenAI: \"Missing required parameter: '{param}'.\" ({fix})",
         None,
+        param=param,
     )
-    return replace(found, location=param)
