@@ -634,6 +634,19 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         "REJECTED",
         ["anthropic_sampling", "anthropic_sampling"],
     ),
+    (
+        "a 16K max_tokens kept after a switch to Claude 3.5 Haiku, which writes 8,192 (the "
+        "official SDKs send up to about 21K without streaming)",
+        body(user("write it all"), model="claude-3-5-haiku-20241022", max_tokens=16000),
+        "REJECTED",
+        ["anthropic_max_tokens"],
+    ),
+    (
+        "an 8,000-token max_tokens sent to Claude 3 Haiku, which writes 4,096",
+        body(user("write it all"), model="claude-3-haiku-20240307", max_tokens=8000),
+        "REJECTED",
+        ["anthropic_max_tokens"],
+    ),
 ]
 
 
@@ -1334,3 +1347,53 @@ def test_an_openai_function_tool_is_named_by_its_index() -> None:
     assert found.rule == "anthropic_tool_shape"
     assert "tools.1: Input tag 'function' found using 'type'" in found.message
     assert verdict_of({**request, "tools": [WEATHER_TOOL], "tool_choice": {"type": "auto"}}).ready
+
+
+@pytest.mark.parametrize(
+    ("model", "limit"),
+    [
+        ("claude-opus-4-1-20250805", 32000),
+        ("claude-opus-4-20250514", 32000),
+        ("anthropic.claude-opus-4-1-20250805-v1:0", 32000),
+        ("claude-sonnet-4-20250514", 64000),
+        ("claude-sonnet-4-5@20250929", 64000),
+        ("claude-haiku-4-5-20251001", 64000),
+        ("claude-opus-4-5", 64000),
+        ("claude-opus-4-8", 128000),
+        ("claude-sonnet-4-6", 128000),
+        ("claude-opus-5", 128000),
+        ("claude-3-5-haiku-20241022", 8192),
+        ("claude-3-7-sonnet-latest", 64000),
+    ],
+)
+def test_max_tokens_is_judged_against_the_models_output_limit_at_the_token(
+    model: str, limit: int
+) -> None:
+    """Anthropic refuses one token past the model's limit, and takes the limit itself."""
+    assert verdict_of(body(user("go"), model=model, max_tokens=limit)).ready
+    (found,) = verdict_of(body(user("go"), model=model, max_tokens=limit + 1)).violations
+    assert found.rule == "anthropic_max_tokens"
+    assert (
+        f"max_tokens: {limit + 1} > {limit}, which is the maximum allowed number of output "
+        f"tokens for {model}"
+    ) in found.message
+
+
+@pytest.mark.parametrize(
+    "model", ["claude-mythos-5", "claude-sonnet-5", "claude-opus-4-9", "my-gateway-model", "claude"]
+)
+def test_a_model_whose_output_limit_turngate_does_not_know_is_left_to_anthropic(
+    model: str,
+) -> None:
+    assert verdict_of(body(user("go"), model=model, max_tokens=1_000_000)).ready
+
+
+def test_a_beta_that_raises_the_output_limit_lets_max_tokens_past_it() -> None:
+    """Claude 3.7 Sonnet writes 128K with output-128k-2025-02-19, named in the header or in
+    the body's ``anthropic_beta`` (Bedrock's form); another beta raises nothing."""
+    request = body(user("go"), model="claude-3-7-sonnet-20250219", max_tokens=128000)
+    assert [v.rule for v in verdict_of(request).violations] == ["anthropic_max_tokens"]
+    assert verdict_of({**request, "anthropic_beta": ["output-128k-2025-02-19"]}).ready
+    for names, ready in [(("output-128k-2025-02-19",), True), (("context-1m-2025-08-07",), False)]:
+        seq = get_adapter("anthropic").parse_request(request, RouteInfo(betas=names))
+        assert validate(seq, CAPABILITIES).ready == ready, names

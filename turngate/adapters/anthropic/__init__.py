@@ -38,6 +38,7 @@ CAPABILITIES = Capabilities(
         "anthropic_thinking_mode",
         "anthropic_thinking_budget",
         "anthropic_sampling",
+        "anthropic_max_tokens",
         "anthropic_tool_choice",
         "anthropic_cache_breakpoints",
         "anthropic_cache_ttl_order",

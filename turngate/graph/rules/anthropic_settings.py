@@ -16,13 +16,19 @@
                                and under ``anthropic-version`` 2026-10-21 and later, which took
                                them out of the body, any of the three ("temperature: Extra
                                inputs are not permitted")
+    anthropic_max_tokens       a ``max_tokens`` above what the model writes ("max_tokens: 64000 >
+                               32000, which is the maximum allowed number of output tokens for
+                               claude-opus-4-1-20250805"), unless a beta header raises it
 
 Agents meet all three on every turn once a model id or an output limit changes under fixed
 settings: a new model picked from a menu (opencode #23007, pi #3297, inspect_ai #3721), a
 default ``max_tokens`` halved into a budget (llm.js #30, agent-afk #951, sudocode PR #438),
 a caller's ``temperature: 0`` beside a thinking effort the gateway added (LibreChat #11949,
 snow-app #42), a UI that sends both sampling settings (open-webui #17922, LiteLLM #15097).
-LiteLLM #9001 asked for exactly this refusal before sending. The model is read from its id
+LiteLLM #9001 asked for exactly this refusal before sending. An output limit set once for
+every model meets a model that writes less (Opus 4.1's 32K under a 64K default, Haiku 3's
+4K): every request to it fails, and libraries keep tables of these limits to avoid it
+(vercel/ai PR #10554, JetBrains/koog PR #1825, Effect-TS PR #7129). The model is read from its id
 (``claude_version``); a model turngate cannot place, and any model whose id does not name
 Claude (an Anthropic-compatible gateway's own), is left to the provider.
 """
@@ -40,6 +46,7 @@ from turngate.graph.validator import Violation, violation
 THINKING_MODE = "anthropic_thinking_mode"
 THINKING_BUDGET = "anthropic_thinking_budget"
 SAMPLING = "anthropic_sampling"
+MAX_TOKENS = "anthropic_max_tokens"
 MIN_BUDGET = 1024
 # The beta that lets the budget span a whole tool-using turn, past max_tokens.
 _INTERLEAVED = "interleaved-thinking-"
@@ -53,6 +60,23 @@ MIN_TOP_P = 0.95
 SAMPLING_DROPPED = "2026-10-21"
 _SAMPLING_NAMES = ("temperature", "top_p", "top_k")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}").fullmatch
+# The most output tokens a Claude model writes, by its family and version as its id names
+# them (Anthropic's models overview, and the limits its refusals name). A model left out is
+# not judged; where a limit was raised the table holds the raised one.
+_OUTPUT_LIMITS = {
+    **dict.fromkeys((("opus", 4, 0), ("opus", 4, 1)), 32_000),
+    **dict.fromkeys((("opus", 4, 5), ("sonnet", 4, 0), ("sonnet", 4, 5), ("haiku", 4, 5)), 64_000),
+    **dict.fromkeys(
+        (("opus", 4, 6), ("opus", 4, 7), ("opus", 4, 8), ("sonnet", 4, 6), ("opus", 5, 0)),
+        128_000,
+    ),
+    ("fable", 5, 0): 128_000,
+}
+_CLAUDE_3_LIMITS = {"claude-3-haiku": 4_096, "claude-3-5-haiku": 8_192, "claude-3-7-sonnet": 64_000}
+_CLAUDE_MODEL = re.compile(r"claude-([a-z]+)-(\d+)(?:-(\d{1,2})(?!\d))?|claude-3(?:-[57])?-[a-z]+")
+# Betas that raise a model's output limit: output-128k-2025-02-19 (Claude 3.7 Sonnet),
+# output-300k-2026-03-24, max-tokens-3-5-sonnet-2024-07-15.
+_RAISING_BETA = re.compile(r"output-|max-tokens-").match
 
 
 @rule(THINKING_MODE)
@@ -129,11 +153,45 @@ def _integer(value: object) -> int | None:
 
 
 def _interleaved(seq: MessageSequence) -> bool:
-    """Interleaved thinking turned on, by header or (Bedrock's and Vertex's form) by the
+    """Interleaved thinking turned on."""
+    return any(name.startswith(_INTERLEAVED) for name in _betas(seq))
+
+
+def _betas(seq: MessageSequence) -> list[str]:
+    """The betas the request turns on, by header or (Bedrock's and Vertex's form) by the
     body's ``anthropic_beta`` list."""
     in_body = seq.envelope.get("anthropic_beta")
     named = [*seq.betas, *(in_body if isinstance(in_body, list) else ())]
-    return any(isinstance(name, str) and name.startswith(_INTERLEAVED) for name in named)
+    return [name for name in named if isinstance(name, str)]
+
+
+@rule(MAX_TOKENS)
+def max_tokens(seq: MessageSequence) -> list[Violation]:
+    asked = _integer(seq.envelope.get("max_tokens"))
+    if asked is None or seq.model is None:
+        return []
+    limit = _output_limit(seq.model)
+    if limit is None or asked <= limit or any(_RAISING_BETA(name) for name in _betas(seq)):
+        return []
+    return [
+        violation(
+            MAX_TOKENS,
+            f'{seq.model} writes at most {limit} output tokens; Anthropic: "max_tokens: '
+            f"{asked} > {limit}, which is the maximum allowed number of output tokens for "
+            f'{seq.model}" (lower max_tokens to {limit} or less)',
+            None,
+        )
+    ]
+
+
+def _output_limit(model: str) -> int | None:
+    found = _CLAUDE_MODEL.search(model)
+    if found is None:
+        return None
+    if found.group(1) is None:
+        return _CLAUDE_3_LIMITS.get(found.group(0))
+    version = (found.group(1), int(found.group(2)), int(found.group(3) or 0))
+    return _OUTPUT_LIMITS.get(version)
 
 
 @rule(SAMPLING)
