@@ -342,6 +342,12 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_reasoning_effort",
     ),
     (
+        "a 64K output limit set for every model, sent to GPT-4o, which writes 16K",
+        {**body(user("hi")), "model": "gpt-4o", "max_tokens": 65536},
+        "REJECTED",
+        "openai_max_tokens",
+    ),
+    (
         "a top_p sent to an o-series model",
         {**body(user("hi")), "model": "o4-mini", "top_p": 0.5},
         "REJECTED",
@@ -611,6 +617,46 @@ def test_a_reasoning_effort_is_refused_to_a_model_that_does_not_reason(
         assert "Unsupported parameter: 'reasoning_effort' is not supported with this model." in (
             found[0].message
         )
+
+
+@pytest.mark.parametrize(
+    ("model", "limit"),
+    [
+        ("gpt-4o", 16384),
+        ("gpt-4o-mini-2024-07-18", 16384),
+        ("chatgpt-4o-latest", 16384),
+        ("gpt-4.1-nano", 32768),
+        ("gpt-4.1-2025-04-14", 32768),
+        ("gpt-4-turbo-2024-04-09", 4096),
+        ("gpt-4-0125-preview", 4096),
+        ("gpt-3.5-turbo-0125", 4096),
+        ("gpt-4", 8192),
+        ("o3-mini-2025-01-31", 100000),
+        ("o1", 100000),
+        ("gpt-5-mini", 128000),
+    ],
+)
+@pytest.mark.parametrize("name", ["max_tokens", "max_completion_tokens"])
+def test_an_output_limit_past_the_models_is_refused_at_the_token(model: str, limit: int, name: str):
+    """OpenAI takes the model's limit and refuses one token more, under either name."""
+    asked = {**body(user("hi")), "model": model}
+    assert "openai_max_tokens" not in verdict_of({**asked, name: limit}).rules
+    violations = verdict_of({**asked, name: limit + 1}).violations
+    (found,) = [v for v in violations if v.rule == "openai_max_tokens"]
+    assert found.location == name
+    assert (
+        f"{name} is too large: {limit + 1}. This model supports at most {limit} completion "
+        f"tokens, whereas you provided {limit + 1}."
+    ) in found.message
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["gpt-5.2", "gpt-5-chat-latest", "o1-mini", "openai/gpt-4o", "my-finetune", "gpt-4-32k"],
+)
+def test_a_model_whose_output_limit_turngate_does_not_know_is_left_to_openai(model: str):
+    request = {**body(user("hi")), "model": model, "max_completion_tokens": 10_000_000}
+    assert "openai_max_tokens" not in verdict_of(request).rules
 
 
 def test_every_sampling_setting_a_reasoning_model_refuses_is_named_with_its_param():

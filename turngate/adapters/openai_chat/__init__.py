@@ -40,6 +40,7 @@ CAPABILITIES = Capabilities(
         "chat_tool_shape",
         "openai_reasoning_settings",
         "openai_reasoning_effort",
+        "openai_max_tokens",
         "openai_json_mode",
         "openai_format_name",
     ),

@@ -36,6 +36,12 @@ parameter has moved to 'input'." (``max_tokens`` and ``max_completion_tokens`` m
 switch that changed the endpoint under a saved configuration (OpenHands software-agent-sdk
 #755).
 
+``openai_max_tokens``: on Chat, a ``max_tokens`` or ``max_completion_tokens`` above what the
+model writes in one answer: "max_tokens is too large: 20480. This model supports at most 16384
+completion tokens, whereas you provided 20480." An output limit set for another model fails
+every request to one that writes less, from the first "hello" (forgecode #1185,
+ExtractThinker #346, catwalk #41, obsidian-copilot #256, NextChat #3195).
+
 ``openai_json_mode``: JSON mode (Chat's ``response_format``, Responses' ``text.format``, of
 type ``json_object``) when no message says "json": "'messages' must contain the word 'json'
 in some form, to use 'response_format' of type 'json_object'." (Responses: "Response input
@@ -75,6 +81,7 @@ FORMAT_NAME = "openai_format_name"
 MAX_FORMAT_NAME = 64
 REASONING_EFFORT = "openai_reasoning_effort"
 CHAT_PARAMETER = "responses_chat_parameter"
+MAX_TOKENS = "openai_max_tokens"
 # Chat Completions' name of a parameter -> where Responses takes it.
 _MOVED = {
     "messages": "input",
@@ -102,6 +109,28 @@ def _reasoning_model(model: str) -> bool:
 @lru_cache(maxsize=256)
 def _stopless_model(model: str) -> bool:
     return _STOPLESS_MODEL(model) is not None
+
+
+# The most tokens a model writes in one Chat answer, by its id (OpenAI's model pages); a
+# snapshot whose limit was lower (gpt-4o-2024-05-13: 4,096) is held to its family's, and a
+# model left out is not judged.
+_DATE_SUFFIX = r"(?:-\d{4}-\d{2}-\d{2})?"
+_OUTPUT_LIMITS = tuple(
+    (re.compile(pattern).fullmatch, limit)
+    for pattern, limit in (
+        (r"(?:gpt-4o|chatgpt-4o)(?:-[a-z0-9-]+)?", 16_384),
+        (rf"gpt-4\.1(?:-mini|-nano)?{_DATE_SUFFIX}", 32_768),
+        (r"gpt-4-turbo(?:-[a-z0-9-]+)?|gpt-4-\d{4}-preview|gpt-3\.5-turbo(?:-\d{4})?", 4_096),
+        (r"gpt-4(?:-0613)?", 8_192),
+        (rf"(?:o1|o3|o3-mini|o4-mini){_DATE_SUFFIX}", 100_000),
+        (rf"gpt-5(?:-mini|-nano)?{_DATE_SUFFIX}", 128_000),
+    )
+)
+
+
+@lru_cache(maxsize=256)
+def _output_limit(model: str) -> int | None:
+    return next((limit for matches, limit in _OUTPUT_LIMITS if matches(model)), None)
 
 
 # A sampling setting a reasoning model refuses unless it is the default: (name, default,
@@ -208,6 +237,31 @@ def chat_parameter(seq: MessageSequence) -> list[Violation]:
                 )
             )
     return out
+
+
+@rule(MAX_TOKENS)
+def max_tokens(seq: MessageSequence) -> list[Violation]:
+    envelope = seq.envelope
+    asked = [
+        (name, value)
+        for name in ("max_completion_tokens", "max_tokens")
+        if type(value := envelope.get(name)) is int
+    ]
+    limit = _output_limit(seq.model) if asked and seq.model else None
+    if limit is None:
+        return []
+    return [
+        violation(
+            MAX_TOKENS,
+            f'{seq.model} writes at most {limit} tokens in one answer; OpenAI: "{name} is too '
+            f"large: {value}. This model supports at most {limit} completion tokens, whereas "
+            f'you provided {value}." (lower {name} to {limit} or less)',
+            None,
+            param=name,
+        )
+        for name, value in asked
+        if value > limit
+    ]
 
 
 def _refused(model: str, text: str, param: str, fix: str) -> Violation:
