@@ -9,6 +9,7 @@ import pytest
 from tests.adapters.gemini_builders import body, call, check, model, parse, response, text, user
 from turngate.adapters.base import RouteInfo
 from turngate.adapters.gemini import ADAPTER, CAPABILITIES
+from turngate.graph.model import Endpoint
 from turngate.graph.validator import validate
 
 ASK = user(text("weather in Paris and Rome?"))
@@ -843,3 +844,40 @@ def test_a_function_config_without_functions_is_refused_on_the_gemini_api_before
     assert [v.rule for v in found] == (["gemini_function_config"] if refused else [])
     if refused:
         assert "Function calling config is set without function_declarations." in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "model_name", "limit"),
+    [
+        ("vertex", "gemini-2.5-pro", 65536),
+        ("vertex", "gemini-2.5-flash-lite", 65536),
+        ("vertex", "gemini-3.8-flash", 65536),
+        ("vertex", "gemini-2.0-flash-001", 8192),
+        ("vertex", "gemini-2.0-flash-thinking-exp-01-21", None),
+        ("vertex", "gemini-flash-latest", None),
+        ("vertex", "gemini-4-pro", None),
+        ("gemini_api", "gemini-2.5-pro", None),
+        (None, "gemini-2.5-pro", None),
+    ],
+)
+def test_max_output_tokens_past_the_models_limit_is_refused_on_vertex_at_the_token(
+    endpoint: Endpoint | None, model_name: str, limit: int | None
+):
+    """Vertex AI refuses one token past the model's limit and takes the limit; the Gemini
+    API writes up to the limit instead, and a model turngate cannot place is Google's."""
+
+    def found(tokens: int) -> list[str]:
+        request = {**body(ASK), "generationConfig": {"maxOutputTokens": tokens}}
+        route = RouteInfo(model=model_name, stream=False, endpoint=endpoint)
+        verdict = validate(ADAPTER.parse_request(request, route), CAPABILITIES)
+        return [v.message for v in verdict.violations]
+
+    if limit is None:
+        assert found(1_000_000) == []
+        return
+    assert found(limit) == []
+    (message,) = found(limit + 1)
+    assert (
+        f"maxOutputTokens value of {limit + 1} but the supported range is from 1 (inclusive) "
+        f"to {limit + 1} (exclusive)."
+    ) in message

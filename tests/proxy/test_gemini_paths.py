@@ -183,3 +183,29 @@ async def test_a_forced_call_without_functions_is_refused_on_the_gemini_api_only
         assert "set without function_declarations" in str(raised.value.message)
         assert stack.upstream.received == []
     await sdk.aio.aclose()
+
+
+@pytest.mark.parametrize(("settings", "model", "path"), CLIENTS)
+async def test_an_output_limit_past_the_models_is_refused_on_vertex_only(
+    stack: Stack, settings: dict[str, Any], model: str, path: str
+):
+    """A maxOutputTokens kept from Gemini 2.5 (65,536) sent to Gemini 2.0 Flash (8,192):
+    Vertex AI refuses it ("Unable to submit request because it has a maxOutputTokens value
+    of 65536 but the supported range is from 1 (inclusive) to 8193 (exclusive)."), so
+    turngate refuses it on Vertex's paths; the Gemini API writes up to the model's limit
+    instead, so its paths relay it, as they do a tuned model's."""
+    sdk = sdk_for(stack, settings)
+    config = types.GenerateContentConfig(max_output_tokens=65536)
+    text = {"role": "model", "parts": [{"text": "Done."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    if settings.get("vertexai"):
+        with pytest.raises(errors.ClientError) as raised:
+            await sdk.aio.models.generate_content(model=model, contents="Summarise.", config=config)
+        assert raised.value.response.headers["Turngate-Rejection"] == "gemini_max_output"
+        assert "from 1 (inclusive) to 8193 (exclusive)" in str(raised.value.message)
+        assert stack.upstream.received == []
+    else:
+        await sdk.aio.models.generate_content(model=model, contents="Summarise.", config=config)
+        (received,) = stack.upstream.received
+        assert received.json()["generationConfig"]["maxOutputTokens"] == 65536
+    await sdk.aio.aclose()

@@ -26,6 +26,12 @@
         function_declarations." A search-only request with a tool config a library always
         sends, or an agent nested in an orchestrator that passed its tool config down
         without the tools (inspect_ai #2462, pydantic-ai PR #5791, Google ADK)
+    gemini_max_output          on Vertex AI (the Gemini API writes up to the model's limit
+        instead), a ``maxOutputTokens`` above what the model writes: "Unable to submit
+        request because it has a maxOutputTokens value of 131072 but the supported range is
+        from 1 (inclusive) to 65537 (exclusive)." A limit set for a larger model, or Gemini
+        2.5's kept for 2.0 Flash (8,192): every request fails, and libraries parse the
+        limit out of this refusal to retry (a Cline gateway's Gemini 3.8 Flash, 2026-09)
 
 An alias whose family the id does not say (``gemini-flash-latest``) is judged only where the
 model does not matter.
@@ -45,6 +51,7 @@ THINKING_CONFIG = "gemini_thinking_config"
 TOOL_COMBINATION = "gemini_tool_combination"
 PENALTY = "gemini_penalty"
 FUNCTION_CONFIG = "gemini_function_config"
+MAX_OUTPUT = "gemini_max_output"
 _PENALTIES = (("presencePenalty", "presence_penalty"), ("frequencyPenalty", "frequency_penalty"))
 # A Gemini model's version and tier from its id: "gemini-2.5-pro", "gemini-3.1-flash-lite".
 _MODEL = re.compile(r"(?:^|/)gemini-(\d+)(?:\.(\d+))?-([a-z]+)")
@@ -201,3 +208,37 @@ def function_config(seq: MessageSequence) -> list[Violation]:
             None,
         )
     ]
+
+
+@rule(MAX_OUTPUT)
+def max_output(seq: MessageSequence) -> list[Violation]:
+    asked = either(generation_config(seq), "maxOutputTokens", "max_output_tokens")
+    if seq.endpoint != "vertex" or type(asked) is not int:
+        return []
+    limit = _output_limit(seq)
+    if limit is None or asked <= limit:
+        return []
+    return [
+        violation(
+            MAX_OUTPUT,
+            f'{seq.model} writes at most {limit} tokens; Vertex AI: "Unable to submit request '
+            f"because it has a maxOutputTokens value of {asked} but the supported range is "
+            f'from 1 (inclusive) to {limit + 1} (exclusive)." (lower maxOutputTokens to {limit} '
+            "or less)",
+            None,
+        )
+    ]
+
+
+def _output_limit(seq: MessageSequence) -> int | None:
+    """The most a Gemini model writes: 65,536 from 2.5 through 3.x (an image or speech
+    variant writes less, and is held to that), 8,192 for 1.5 and 2.0 but their thinking
+    previews (65,536); None for a model turngate cannot place."""
+    version = _version(seq)
+    if version is None:
+        return None
+    if (2, 5) <= version[:2] < (4, 0):
+        return 65_536
+    if version[:2] in ((1, 5), (2, 0)) and "thinking" not in (seq.model or ""):
+        return 8_192
+    return None
