@@ -1015,6 +1015,35 @@ async def test_openai_dotnet_500_a_reasoning_effort_sent_to_gpt_4o_is_refused(
     assert len(stack.upstream.received) == 2
 
 
+async def test_forgecode_1185_an_output_limit_past_gpt_4os_is_refused_with_its_param(
+    make_stack: StackFactory,
+):
+    """tailcallhq/forgecode #1185 (and ExtractThinker #346, catwalk #41, obsidian-copilot
+    #256, NextChat #3195): an output limit set for another model (20,480, 32,000) sent to
+    GPT-4o, and OpenAI refused the first "hello" ("max_tokens is too large: 20480. This model
+    supports at most 16384 completion tokens, whereas you provided 20480."). turngate
+    refuses it before sending, under either parameter name, with OpenAI's param and words;
+    the model's own limit goes up."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "hello"}]
+    async with openai_sdk(stack) as client:
+        for name in ("max_tokens", "max_completion_tokens"):
+            with pytest.raises(openai.BadRequestError) as caught:
+                await client.chat.completions.create(model="gpt-4o", messages=ask, **{name: 20480})
+            message = refused(stack, caught.value, "openai_max_tokens")
+            assert (
+                f"{name} is too large: 20480. This model supports at most 16384 completion "
+                "tokens, whereas you provided 20480."
+            ) in message
+            assert caught.value.param == name
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(
+            model="gpt-4o", messages=ask, max_completion_tokens=16384
+        )
+    (sent,) = stack.upstream.received
+    assert sent.json()["max_completion_tokens"] == 16384
+
+
 async def test_openhands_755_chat_parameters_sent_to_responses_are_refused_by_name(
     make_stack: StackFactory,
 ):
@@ -1585,6 +1614,32 @@ async def test_litellm_9001_a_thinking_budget_not_below_max_tokens_is_refused_un
         )
     (sent,) = stack.upstream.received
     assert "interleaved-thinking-2025-05-14" in sent.headers["anthropic-beta"]
+
+
+async def test_vercel_ai_10554_a_max_tokens_past_the_models_output_limit_is_refused(
+    make_stack: StackFactory,
+):
+    """vercel/ai PR #10554, JetBrains/koog PR #1825, Effect-TS PR #7129: one output limit set
+    for every model (64K) met a model that writes less (Claude Opus 4.1: 32K), and Anthropic
+    refused every request with "max_tokens: 64000 > 32000, which is the maximum allowed
+    number of output tokens for ...". turngate refuses it before sending, in those words;
+    the model's own limit goes up, and so does 64K to Haiku 4.5, which writes that much."""
+    stack = await make_stack()
+    stack.upstream.reply(Reply.fixture("anthropic/lla-text-only.sse"))
+    ask: Any = [{"role": "user", "content": "Write the whole migration guide."}]
+    opus = "claude-opus-4-1-20250805"
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(model=opus, max_tokens=64000, messages=ask, stream=True)
+        message = refused(stack, caught.value, "anthropic_max_tokens")
+        assert (
+            f"max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens "
+            f"for {opus}"
+        ) in message
+        for model, limit in [(opus, 32000), (CLAUDE, 64000)]:
+            async with client.messages.stream(model=model, max_tokens=limit, messages=ask) as got:
+                await got.get_final_message()
+    assert [sent.json()["max_tokens"] for sent in stack.upstream.received] == [32000, 64000]
 
 
 async def test_opencode_23007_a_manual_budget_on_opus_4_7_is_refused_by_name(

@@ -33,7 +33,21 @@ pytestmark = [
 ]
 
 QUESTION = "What is the weather in Paris, and should I take an umbrella tomorrow morning?"
-# Gemini's built-in rows limit input only (1M tokens); a file's row gives a small one.
+# Gemini's built-in rows limit input only (1M tokens); a file's row gives a small one. The
+# file's rows give GPT-4o, GPT-4 Turbo and Haiku 4.5 windows small enough that the output
+# budget filling one is a budget the model writes (16,384, 4,096 and 64,000 tokens): a
+# larger one is refused as such (openai_max_tokens, anthropic_max_tokens) before admission.
+SMALL_WINDOWS: list[dict[str, Any]] = [
+    {"match": "gpt-4o", "context_window": 16_000},
+    {"match": "gpt-4-turbo", "context_window": 4_000, "encoding": "cl100k_base"},
+    {
+        "match": "claude-haiku-4-5*",
+        "context_window": 60_000,
+        "counting": "estimate",
+        "factor": 1.35,
+        "tool_overhead_tokens": 500,
+    },
+]
 
 # Calls one API through its SDK with ``budget`` output tokens; returns after the answer.
 Send = Callable[[Stack, int], Awaitable[Any]]
@@ -116,15 +130,15 @@ CASES = {
         chat,
         "gpt-4o",
         lambda: Reply.fixture("openai-chat/pai-nonstream-after-2-tool-results.json"),
-        lambda prompt: 128_000 - prompt,
+        lambda prompt: 16_000 - prompt,
         openai.BadRequestError,
-        "This model's maximum context length is 128000 tokens.",
+        "This model's maximum context length is 16000 tokens.",
     ),
     "openai_responses": Case(
         responses,
         "gpt-4o",
         lambda: Reply.fixture("openai-responses/pai-nonstream-after-function-output.json"),
-        lambda prompt: 128_000 - prompt,
+        lambda prompt: 16_000 - prompt,
         openai.BadRequestError,
         "Your input exceeds the context window of this model.",
     ),
@@ -132,7 +146,7 @@ CASES = {
         messages,
         "claude-haiku-4-5-20251001",
         lambda: Reply.fixture("anthropic/pai-nonstream-after-4-tool-results.json"),
-        lambda prompt: 200_000 - prompt,
+        lambda prompt: 60_000 - prompt,
         anthropic.BadRequestError,
         "input length and `max_tokens` exceed context limit: ",
     ),
@@ -156,7 +170,8 @@ def prompt_tokens(stack: Stack, model: str) -> int:
 
 
 def gemini_limit(limit: int, **row: Any) -> dict[str, Any]:
-    return {"models": [{"match": "gemini-admission-test*", "max_input_tokens": limit, **row}]}
+    gemini = {"match": "gemini-admission-test*", "max_input_tokens": limit, **row}
+    return {"models": [gemini, *SMALL_WINDOWS]}
 
 
 @pytest.mark.parametrize("api", list(CASES))
@@ -207,28 +222,31 @@ async def test_disabled_admission_and_unlisted_models_are_left_to_the_provider(
 ):
     request = {
         "model": "gpt-4o",
-        "max_completion_tokens": 10_000_000,
+        "max_completion_tokens": 16_000,
         "messages": [{"role": "user", "content": QUESTION}],
     }
-    off = {"routes": [{"match": {"model": "gpt-4o"}, "admission": {"enabled": False}}]}
-    for policy, body in (({}, {**request, "model": "unlisted-model"}), (off, request)):
+    windows = {"models": SMALL_WINDOWS}
+    off = {**windows, "routes": [{"match": {"model": "gpt-4o"}, "admission": {"enabled": False}}]}
+    unlisted = {**request, "model": "unlisted-model", "max_completion_tokens": 10_000_000}
+    for policy, body in ((windows, unlisted), (off, request)):
         stack = await start_policy_stack(aiohttp_server, policy=policy)
         stack.upstream.reply(CASES["openai_chat"].answer())
         status, _headers, _answer = await post(stack, "/openai/v1/chat/completions", body)
         assert status == 200
         assert [r.json() for r in stack.upstream.received] == [body]
-    stack = await start_policy_stack(aiohttp_server, policy={})
+    stack = await start_policy_stack(aiohttp_server, policy=windows)
     status, headers, _answer = await post(stack, "/openai/v1/chat/completions", request)
     assert (status, headers["Turngate-Rejection"]) == (400, "context_length_exceeded")
     assert stack.upstream.received == []
 
 
 async def test_a_shadowed_request_over_the_window_is_sent_and_recorded(aiohttp_server: Any):
-    stack = await start_policy_stack(aiohttp_server, policy={"defaults": {"mode": "shadow"}})
+    shadowed = {"defaults": {"mode": "shadow"}, "models": SMALL_WINDOWS}
+    stack = await start_policy_stack(aiohttp_server, policy=shadowed)
     stack.upstream.reply(CASES["openai_chat"].answer())
     request = {
         "model": "gpt-4o",
-        "max_completion_tokens": 10_000_000,
+        "max_completion_tokens": 16_000,
         "messages": [{"role": "user", "content": QUESTION}],
     }
     status, _headers, _answer = await post(stack, "/openai/v1/chat/completions", request)
@@ -253,7 +271,11 @@ async def test_a_nullable_json_schema_type_in_a_tool_is_counted_not_a_crash(
 
 
 def asking(extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"defaults": {"admission": {"count_tokens_endpoint": True}}, **(extra or {})}
+    return {
+        "defaults": {"admission": {"count_tokens_endpoint": True}},
+        "models": SMALL_WINDOWS,
+        **(extra or {}),
+    }
 
 
 @pytest.mark.parametrize(
@@ -333,9 +355,9 @@ async def test_an_older_model_counts_with_its_encoding_loaded_on_first_use(aioht
     await ask(16)
     assert encoding_loaded("cl100k_base")
     prompt = prompt_tokens(stack, "gpt-4-turbo")
-    await ask(128_000 - prompt)
+    await ask(4_000 - prompt)
     with pytest.raises(openai.BadRequestError) as raised:
-        await ask(128_000 - prompt + 1)
+        await ask(4_000 - prompt + 1)
     assert raised.value.code == "context_length_exceeded"
     assert len(stack.upstream.received) == 2
 
