@@ -541,3 +541,20 @@ def test_flat_tools_and_choice_and_hosted_tools_go_up() -> None:
         tool_choice={"type": "function", "name": "get_weather"},
     )
     assert verdict.ready
+
+
+@pytest.mark.parametrize(("tokens", "refused"), [(1, True), (10, True), (15, True), (16, False)])
+def test_an_output_limit_under_16_is_refused_whatever_the_model(tokens: int, refused: bool):
+    """hindsight #58, new-api #2438: a connection test asking for a few tokens, to GPT-5 or a
+    gateway's name for it alike; Responses takes 16 and more."""
+    for model in ("gpt-5", "openai/gpt-5.4"):
+        seq = ADAPTER.parse_request({"model": model, "input": "ping", "max_output_tokens": tokens})
+        found = validate(seq, CAPABILITIES).violations
+        assert [(v.rule, v.location) for v in found] == (
+            [("openai_max_tokens", "max_output_tokens")] if refused else []
+        )
+        if refused:
+            assert (
+                "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= "
+                f"16, but got {tokens} instead."
+            ) in found[0].message

@@ -1044,6 +1044,28 @@ async def test_forgecode_1185_an_output_limit_past_gpt_4os_is_refused_with_its_p
     assert sent.json()["max_completion_tokens"] == 16384
 
 
+async def test_hindsight_58_a_responses_output_limit_under_16_is_refused_with_its_param(
+    make_stack: StackFactory,
+):
+    """vectorize-io/hindsight #58 (and new-api #2438, Work-Review #41): a connection check
+    that asked for 10 output tokens (5, 8, 1 after a clamp to what was left of the window)
+    through Responses, and OpenAI refused it ("Invalid 'max_output_tokens': integer below
+    minimum value. Expected a value >= 16, but got 10 instead."). turngate refuses it before
+    sending, with OpenAI's param and words; 16 goes up."""
+    stack = await make_stack()
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input="ping", max_output_tokens=10)
+        message = refused(stack, caught.value, "openai_max_tokens")
+        assert "Expected a value >= 16, but got 10 instead." in message
+        assert caught.value.param == "max_output_tokens"
+        answer = "openai-responses/pai-nonstream-after-function-output.json"
+        stack.upstream.reply(Reply.fixture(answer))
+        await client.responses.create(model="gpt-5", input="ping", max_output_tokens=16)
+    (sent,) = stack.upstream.received
+    assert sent.json()["max_output_tokens"] == 16
+
+
 async def test_openhands_755_chat_parameters_sent_to_responses_are_refused_by_name(
     make_stack: StackFactory,
 ):

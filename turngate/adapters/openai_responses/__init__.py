@@ -42,6 +42,7 @@ CAPABILITIES = Capabilities(
         "responses_tool_shape",
         "openai_reasoning_settings",
         "openai_reasoning_effort",
+        "openai_max_tokens",
         "responses_chat_parameter",
         "openai_json_mode",
         "openai_format_name",

@@ -40,7 +40,11 @@ switch that changed the endpoint under a saved configuration (OpenHands software
 model writes in one answer: "max_tokens is too large: 20480. This model supports at most 16384
 completion tokens, whereas you provided 20480." An output limit set for another model fails
 every request to one that writes less, from the first "hello" (forgecode #1185,
-ExtractThinker #346, catwalk #41, obsidian-copilot #256, NextChat #3195).
+ExtractThinker #346, catwalk #41, obsidian-copilot #256, NextChat #3195). On Responses, a
+``max_output_tokens`` under 16, whatever the model: "Invalid 'max_output_tokens': integer
+below minimum value. Expected a value >= 16, but got 10 instead." A connection test that asks
+for a few tokens, or a limit clamped to what is left of the window (hindsight #58, new-api
+#2438, Work-Review #41).
 
 ``openai_json_mode``: JSON mode (Chat's ``response_format``, Responses' ``text.format``, of
 type ``json_object``) when no message says "json": "'messages' must contain the word 'json'
@@ -239,9 +243,15 @@ def chat_parameter(seq: MessageSequence) -> list[Violation]:
     return out
 
 
+# The least ``max_output_tokens`` Responses takes.
+MIN_OUTPUT_TOKENS = 16
+
+
 @rule(MAX_TOKENS)
 def max_tokens(seq: MessageSequence) -> list[Violation]:
     envelope = seq.envelope
+    if seq.api == "openai_responses":
+        return _output_floor(envelope.get("max_output_tokens"))
     asked = [
         (name, value)
         for name in ("max_completion_tokens", "max_tokens")
@@ -261,6 +271,23 @@ def max_tokens(seq: MessageSequence) -> list[Violation]:
         )
         for name, value in asked
         if value > limit
+    ]
+
+
+def _output_floor(asked: object) -> list[Violation]:
+    if type(asked) is not int or asked >= MIN_OUTPUT_TOKENS:
+        return []
+    return [
+        violation(
+            MAX_TOKENS,
+            f"max_output_tokens is {asked}, and Responses takes no limit under "
+            f'{MIN_OUTPUT_TOKENS}; OpenAI: "Invalid '
+            "'max_output_tokens': integer below minimum value. Expected a value >= "
+            f'{MIN_OUTPUT_TOKENS}, but got {asked} instead." (ask for {MIN_OUTPUT_TOKENS} or '
+            "more)",
+            None,
+            param="max_output_tokens",
+        )
     ]
 
 
