@@ -96,14 +96,15 @@ def violation(
     **kw: object,
 ) -> Violation:
     """A violation located at ``message``/``block``; ``text`` gets the location appended.
-    ``param=`` names a request field instead (a request rule's, as the API's ``param``)."""
+    ``param=`` names the request field to report instead (the API's ``param``): a request
+    rule's, or a field inside the message."""
     where = f" ({message.location})" if message is not None else ""
     call_id = kw.pop("call_id", getattr(block, "call_id", None))
     return Violation(
         rule=rule,
         message=f"{text}{where}",
         message_index=message.index if message is not None else None,
-        location=message.location if message is not None else param,
+        location=param if param is not None or message is None else message.location,
         block_id=block.id if block is not None else None,
         call_id=call_id if isinstance(call_id, str) else None,
         waiting=bool(kw.pop("waiting", False)),
@@ -249,12 +250,15 @@ def _outline_ready(outline: SequenceOutline, caps: Capabilities, *, scan: bool) 
     return not pending
 
 
+def _unknown_text(block: UnknownBlock, where: str = "") -> str:
+    hint = block.attrs.get(UNKNOWN_HINT)
+    return f"unknown content kind '{block.native_type}'{where}" + (f"; {hint}" if hint else "")
+
+
 def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[Violation]:
     out: list[Violation] = []
     if isinstance(block, UnknownBlock):
-        hint = block.attrs.get(UNKNOWN_HINT)
-        text = f"unknown content kind '{block.native_type}'" + (f"; {hint}" if hint else "")
-        out.append(violation(UNKNOWN_KIND, text, message, block))
+        out.append(violation(UNKNOWN_KIND, _unknown_text(block), message, block))
     elif isinstance(block, ToolCallBlock):
         out.extend(_check_call(message, block, caps))
     elif isinstance(block, ToolResultBlock):
@@ -263,8 +267,7 @@ def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[
                 out.append(
                     violation(
                         UNKNOWN_KIND,
-                        f"unknown content kind '{part.native_type}' in tool result "
-                        f"'{block.call_id}'",
+                        _unknown_text(part, f" in tool result '{block.call_id}'"),
                         message,
                         part,
                         call_id=block.call_id,

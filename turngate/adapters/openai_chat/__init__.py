@@ -25,6 +25,7 @@ CAPABILITIES = Capabilities(
         "chat_empty_array",
         "chat_content_required",
         "chat_empty_call_name",
+        "chat_call_type",
         "chat_image_outside_user",
         "chat_name_pattern",
         "chat_array_too_long",

@@ -42,7 +42,7 @@ from turngate.graph.model import (
     new_tool_result,
 )
 from turngate.graph.outline import OutlineCall, OutlineMessage, SequenceOutline
-from turngate.graph.rules.openai_chat import MAX_ARRAY, name_fits
+from turngate.graph.rules.openai_chat import MAX_ARRAY, UNTYPED, name_fits
 from turngate.graph.rules.openai_strings import MAX_STRING
 
 API: ApiName = "openai_chat"
@@ -221,7 +221,9 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
     attrs = {} if native.keys() <= _MESSAGE_FIELDS else remainder(native, _MESSAGE_FIELDS)
     blocks: list[AnyBlock] = []
     content = native.get("content", _ABSENT)
-    shape, parts = ("string", _NO_PARTS) if isinstance(content, str) else _content_shape(content)
+    shape, parts = (
+        ("string", _NO_PARTS) if isinstance(content, str) else _content_shape(content, index)
+    )
     if role == "tool":
         call_id = native.get("tool_call_id")
         result_parts: tuple[ContentBlock, ...]
@@ -236,7 +238,7 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
                 tuple[ContentBlock, ...],
                 tuple(
                     [
-                        _parse_part(f"{prefix}.b0.c{j}", "tool", p, order)
+                        _parse_part(f"{prefix}.b0.c{j}", "tool", p, order, (index, j))
                         for j, p in enumerate(parts)
                     ]
                 ),
@@ -259,7 +261,8 @@ def parse_message(index: int, native: Any, order: OrderCounter) -> Message:
         )
     else:
         for part in parts:
-            blocks.append(_parse_part(f"{prefix}.b{len(blocks)}", role, part, order))
+            place = (index, len(blocks))
+            blocks.append(_parse_part(f"{prefix}.b{len(blocks)}", role, part, order, place))
     if role != "tool" and ("tool_calls" in native or "tool_call_id" in native):
         calls = native.get("tool_calls")
         if isinstance(calls, list) and calls:
@@ -280,7 +283,7 @@ _ABSENT = _Absent()
 _NO_PARTS: list[Any] = []
 
 
-def _content_shape(content: Any) -> tuple[str, list[Any]]:
+def _content_shape(content: Any, index: int) -> tuple[str, list[Any]]:
     if isinstance(content, _Absent):
         return "absent", []
     if content is None:
@@ -289,14 +292,39 @@ def _content_shape(content: Any) -> tuple[str, list[Any]]:
         return "string", []
     if isinstance(content, list):
         return "parts", content
-    return "opaque", [{"type": f"content:{type(content).__name__}", "value": content}]
+    # A tool's result passed on as the object it returned: OpenAI takes text only.
+    hint = (
+        f"content must be a string or a list of parts, not a JSON {json_type(content)}; OpenAI: "
+        f"\"Invalid type for 'messages[{index}].content': expected one of a string or array of "
+        f"objects, but got {_openai_type(content)} instead.\" (send a tool's result as a "
+        "string: json.dumps of it)"
+    )
+    opaque = {"type": f"content:{type(content).__name__}", "value": content}
+    return "opaque", [with_hint(opaque, hint)]
 
 
-def _parse_part(block_id: str, role: Role, part: Any, order: OrderCounter) -> AnyBlock:
+def _openai_type(value: object) -> str:
+    """The type of a JSON value as OpenAI's refusals name it ("an object", "an integer")."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    return "a number" if isinstance(value, float) else f"an {json_type(value)}"
+
+
+def _parse_part(
+    block_id: str, role: Role, part: Any, order: OrderCounter, place: tuple[int, int]
+) -> AnyBlock:
     trust = default_trust(role)
     common: dict[str, Any] = {"id": block_id, "role": role, "order": order.next(), "trust": trust}
     if not isinstance(part, dict):
-        return UnknownBlock(native_type=type(part).__name__, attrs={"value": part}, **common)
+        kind_of = json_type(part)
+        hint = (
+            f'each part must be an object ({{"type": "text", "text": ...}}), not a JSON {kind_of}'
+        )
+        return UnknownBlock(
+            native_type=type(part).__name__, attrs=with_hint({"value": part}, hint), **common
+        )
     kind = part.get("type")
     if kind == "text" and isinstance(part.get("text"), str):
         return new_text_block(
@@ -355,7 +383,15 @@ def _parse_part(block_id: str, role: Role, part: Any, order: OrderCounter) -> An
                 attrs=attrs,
                 **common,
             )
-    return UnknownBlock(native_type=str(kind), attrs=dict(part), **common)
+    untyped = None
+    if "type" not in part:
+        message, position = place
+        untyped = (
+            f"the part has no type; OpenAI: \"Missing required parameter: 'messages[{message}]."
+            f"content[{position}].type'.\" (give each part its type, "
+            '{"type": "text", "text": ...}; send a tool\'s object result as text, json.dumps of it)'
+        )
+    return UnknownBlock(native_type=str(kind), attrs=with_hint(dict(part), untyped), **common)
 
 
 def _parse_call(block_id: str, call: Any, order: OrderCounter) -> AnyBlock:
@@ -366,14 +402,19 @@ def _parse_call(block_id: str, call: Any, order: OrderCounter) -> AnyBlock:
         )
     call_id = call.get("id")
     call_id = call_id if isinstance(call_id, str) else ""
-    kind = call.get("type", "function")
+    kind = call.get("type")
+    # A call without its type is still read as the function call it is, so that the one
+    # thing wrong with it is named (rule chat_call_type), not the results it leaves orphaned.
+    untyped = "absent" if "type" not in call else "null" if kind is None else None
+    if untyped is not None:
+        kind = "function"
     function = call.get("function")
     if kind == "function" and isinstance(function, dict):
         name, arguments = function.get("name"), function.get("arguments")
         if isinstance(name, str) and isinstance(arguments, str):
             attrs = {} if call.keys() <= _CALL_FIELDS else remainder(call, _CALL_FIELDS)
-            if "type" not in call:
-                attrs["$untyped"] = True
+            if untyped is not None:
+                attrs[UNTYPED] = untyped
             if not function.keys() <= _FUNCTION_FIELDS:
                 attrs["function"] = remainder(function, _FUNCTION_FIELDS)
             return new_tool_call(
@@ -565,7 +606,7 @@ def _render_call(call: ToolCallBlock) -> dict[str, Any]:
             call.attrs,
         )
     attrs = dict(call.attrs)
-    untyped = attrs.pop("$untyped", False)
+    untyped = attrs.pop(UNTYPED, None)
     out = merged(
         {
             "id": call.call_id,
@@ -574,8 +615,10 @@ def _render_call(call: ToolCallBlock) -> dict[str, Any]:
         },
         attrs,
     )
-    if untyped:
+    if untyped == "absent":
         del out["type"]
+    elif untyped == "null":
+        out["type"] = None
     return out
 
 

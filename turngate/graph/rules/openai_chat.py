@@ -10,6 +10,12 @@
   its calls, audio or refusal ("expected a string, got null");
 - ``chat_empty_call_name``: a tool call whose name is empty ("empty string. Expected a string
   with minimum length 1");
+- ``chat_call_type``: a tool call without its ``type`` ("Missing required parameter:
+  'messages[1].tool_calls[0].type'.") or with a null one ("Invalid type for
+  'messages[1].tool_calls[0].type': expected one of 'function', 'allowed_tools', or
+  'custom', but got null instead."): an agent that rebuilds the assistant turn from its own
+  records, or from a provider's answer that left the field out, and replays it (live on
+  GPT-5.6 in 2026-08, and in public agents' fixes);
 - ``chat_image_outside_user``: an image in a system, developer, assistant or tool message
   ("Image URLs are only allowed for messages with role 'user'");
 - ``chat_name_pattern``: a message's ``name`` or a function call's name with characters
@@ -44,6 +50,10 @@ ARRAY_TOO_LONG = "chat_array_too_long"
 MAX_ARRAY = 128
 CONTENT_REQUIRED = "chat_content_required"
 EMPTY_CALL_NAME = "chat_empty_call_name"
+CALL_TYPE = "chat_call_type"
+# A tool call's attribute saying its ``type`` was "absent" or "null" as sent (the adapter
+# reads such a call as a function call, and renders the field back as it was).
+UNTYPED = "$untyped"
 IMAGE_OUTSIDE_USER = "chat_image_outside_user"
 NAME_PATTERN = "chat_name_pattern"
 _NAME_BODY = "[a-zA-Z0-9_-]+"
@@ -176,6 +186,33 @@ def empty_call_names(seq: MessageSequence) -> list[Violation]:
         for message, place, call in _calls(seq)
         if not call.name
     ]
+
+
+@rule(CALL_TYPE)
+def call_types(seq: MessageSequence) -> list[Violation]:
+    out: list[Violation] = []
+    for message, place, call in _calls(seq):
+        untyped = call.attrs.get(UNTYPED)
+        if untyped is None:
+            continue
+        field = place.rsplit(".", 1)[0] + ".type"
+        text = (
+            f"Missing required parameter: '{field}'."
+            if untyped == "absent"
+            else f"Invalid type for '{field}': expected one of 'function', 'allowed_tools', or "
+            "'custom', but got null instead."
+        )
+        out.append(
+            violation(
+                CALL_TYPE,
+                f'tool call \'{call.call_id}\' has no type; OpenAI: "{text}" (send "type": '
+                '"function" with each call)',
+                message,
+                call,
+                param=field,
+            )
+        )
+    return out
 
 
 def _first_image(message: Message) -> ImageBlock | None:
