@@ -348,6 +348,36 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "openai_max_tokens",
     ),
     (
+        "a replayed tool call without its type (rebuilt from a provider's answer)",
+        body(
+            user("hi"),
+            assistant(None, [{k: v for k, v in call("call_1").items() if k != "type"}]),
+            tool("call_1"),
+        ),
+        "REJECTED",
+        "chat_call_type",
+    ),
+    (
+        "a tool's result passed on as the object it returned (neuron-ai #292)",
+        body(
+            user("hi"),
+            assistant(None, [call("call_1")]),
+            {"role": "tool", "tool_call_id": "call_1", "content": {"temp": 9}},
+        ),
+        "REJECTED",
+        "unknown_kind",
+    ),
+    (
+        "a tool's result as a list of its objects, parts without a type (langgraphjs #506)",
+        body(
+            user("hi"),
+            assistant(None, [call("call_1")]),
+            {"role": "tool", "tool_call_id": "call_1", "content": [{"temp": 9}]},
+        ),
+        "REJECTED",
+        "unknown_kind",
+    ),
+    (
         "a top_p sent to an o-series model",
         {**body(user("hi")), "model": "o4-mini", "top_p": 0.5},
         "REJECTED",
@@ -721,3 +751,64 @@ def test_a_flat_tool_is_named_by_its_index_with_openais_param():
     assert "Missing required parameter: 'tools[1].function'." in found[0].message
     assert "Responses' flat shape" in found[0].message
     assert verdict_of({**request, "tools": [nested]}).ready
+
+
+@pytest.mark.parametrize(
+    ("sent", "said"),
+    [
+        ("absent", "Missing required parameter: 'messages[1].tool_calls[1].type'."),
+        (
+            "null",
+            "Invalid type for 'messages[1].tool_calls[1].type': expected one of 'function', "
+            "'allowed_tools', or 'custom', but got null instead.",
+        ),
+    ],
+)
+def test_a_call_without_its_type_is_named_alone_and_renders_back_as_sent(sent: str, said: str):
+    """The call is still read as the function call it is: its results are not orphaned, and
+    the one refusal names the field, in OpenAI's words and with its param."""
+    untyped = {k: v for k, v in call("call_2").items() if k != "type"}
+    if sent == "null":
+        untyped["type"] = None
+    request = body(
+        user("weather in Paris and Lyon?"),
+        assistant(None, [call("call_1"), untyped]),
+        tool("call_1"),
+        tool("call_2"),
+    )
+    (found,) = verdict_of(request).violations
+    assert (found.rule, found.location) == ("chat_call_type", "messages[1].tool_calls[1].type")
+    assert said in found.message
+    assert ADAPTER.render_request(ADAPTER.parse_request(request)) == request
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (
+            {"temp": 9},
+            "Invalid type for 'messages[2].content': expected one of a string or array of "
+            "objects, but got an object instead.",
+        ),
+        (
+            7,
+            "Invalid type for 'messages[2].content': expected one of a string or array of "
+            "objects, but got an integer instead.",
+        ),
+        ([{"temp": 9}], "Missing required parameter: 'messages[2].content[0].type'."),
+        (
+            [{"type": "text", "text": "a"}, {"text": "b"}],
+            "Missing required parameter: 'messages[2].content[1].type'.",
+        ),
+    ],
+)
+def test_a_tool_result_openai_cannot_read_is_named_in_its_words(content: Any, said: str):
+    request = body(
+        user("hi"),
+        assistant(None, [call("call_1")]),
+        {"role": "tool", "tool_call_id": "call_1", "content": content},
+    )
+    (found,) = verdict_of(request).violations
+    assert found.rule == "unknown_kind"
+    assert said in found.message
+    assert "json.dumps" in found.message

@@ -1066,6 +1066,45 @@ async def test_hindsight_58_a_responses_output_limit_under_16_is_refused_with_it
     assert sent.json()["max_output_tokens"] == 16
 
 
+async def test_langgraphjs_506_a_tool_result_of_objects_is_refused_in_openais_words(
+    make_stack: StackFactory,
+):
+    """langchain-ai/langgraphjs #506 (and neuron-ai #76, #292): a tool that returned objects
+    had them passed on as the tool message's content, a list of parts without a type or the
+    object itself, and OpenAI refused every turn ("Missing required parameter:
+    'messages[3].content[0].type'."; "Invalid type for 'messages[2].content': expected one
+    of a string or array of objects, but got an object instead."). turngate refuses it before
+    sending, in those words and with the fix; the same result as a JSON string goes up. A
+    replayed call without its ``type`` is named too, not the results it would orphan."""
+    stack = await make_stack()
+    ask: Any = {"role": "user", "content": "What is the weather in Paris?"}
+    turn: Any = {"role": "assistant", "content": None, "tool_calls": [chat_call("call_1", "{}")]}
+    for content, said in [
+        ([{"temp": 9, "sky": "clear"}], "Missing required parameter: 'messages[2].content[0]"),
+        ({"temp": 9, "sky": "clear"}, "but got an object instead."),
+    ]:
+        result: Any = {"role": "tool", "tool_call_id": "call_1", "content": content}
+        async with openai_sdk(stack) as client:
+            with pytest.raises(openai.BadRequestError) as caught:
+                await client.chat.completions.create(model="gpt-4o", messages=[ask, turn, result])
+        message = refused(stack, caught.value, "unknown_kind", said)
+        assert "json.dumps" in message
+    untyped: Any = {
+        **turn,
+        "tool_calls": [{"id": "call_1", "function": turn["tool_calls"][0]["function"]}],
+    }
+    result = {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 9, "sky": "clear"}'}
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=[ask, untyped, result])
+        refused(stack, caught.value, "chat_call_type", "Missing required parameter")
+        assert caught.value.param == "messages[1].tool_calls[0].type"
+        stack.upstream.reply(chat_answer())
+        await client.chat.completions.create(model="gpt-4o", messages=[ask, turn, result])
+    (sent,) = stack.upstream.received
+    assert sent.json()["messages"][2] == result
+
+
 async def test_openhands_755_chat_parameters_sent_to_responses_are_refused_by_name(
     make_stack: StackFactory,
 ):
