@@ -79,6 +79,19 @@ def with_hint(attrs: dict[str, Any], hint: str | None) -> dict[str, Any]:
     return attrs
 
 
+def without_hint(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """An unknown block's native fields as they came: its hint left out."""
+    return {k: v for k, v in attrs.items() if k != UNKNOWN_HINT}
+
+
+# The usual fix for a part with no ``type``: most often a tool's result passed on as the
+# objects it returned.
+UNTYPED_PART_FIX = (
+    '(give each its type, {"type": "text", "text": ...}; send a tool\'s object result '
+    "as text: json.dumps of it)"
+)
+
+
 def role_hint(hints: Mapping[str, str], role: Any) -> str | None:
     """An API's fix for a role it does not take (the role another API gives tool output or
     the model's turns), if it has one."""

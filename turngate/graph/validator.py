@@ -251,8 +251,13 @@ def _outline_ready(outline: SequenceOutline, caps: Capabilities, *, scan: bool) 
 
 
 def _unknown_text(block: UnknownBlock, where: str = "") -> str:
+    return f"unknown content kind '{block.native_type}'{where}" + _hint_of(block)
+
+
+def _hint_of(block: AnyBlock) -> str:
+    """What the adapter knows of the usual fix for a block it could not read."""
     hint = block.attrs.get(UNKNOWN_HINT)
-    return f"unknown content kind '{block.native_type}'{where}" + (f"; {hint}" if hint else "")
+    return f"; {hint}" if hint else ""
 
 
 def _check_block(message: Message, block: AnyBlock, caps: Capabilities) -> list[Violation]:
@@ -374,7 +379,7 @@ def _check_call(message: Message, block: ToolCallBlock, caps: Capabilities) -> S
             violation(
                 INCOMPLETE_ARGUMENTS,
                 f"tool call '{call_id}' ({block.name}) has arguments that are not one "
-                "complete JSON object",
+                "complete JSON object" + _hint_of(block),
                 message,
                 block,
             )

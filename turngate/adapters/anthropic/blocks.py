@@ -16,8 +16,16 @@ from typing import Any, cast
 
 import orjson
 
-from turngate.adapters.base import default_trust, merged, remainder
+from turngate.adapters.base import (
+    UNTYPED_PART_FIX,
+    default_trust,
+    merged,
+    remainder,
+    with_hint,
+    without_hint,
+)
 from turngate.errors import BadRequestBody
+from turngate.graph.codec import json_type
 from turngate.graph.model import (
     ITEM_NOTE,
     AnyBlock,
@@ -164,7 +172,9 @@ class BlockParser:
             if media is not None:
                 return media
         return UnknownBlock(
-            native_type=_native_type(part), attrs=dict(part), **self.common(block_id, role)
+            native_type=_native_type(part),
+            attrs=with_hint(dict(part), _part_hint(part)),
+            **self.common(block_id, role),
         )
 
     def _media(self, block_id: str, role: Role, part: dict[str, Any], kind: str) -> AnyBlock | None:
@@ -251,7 +261,7 @@ class BlockParser:
             )
         # ``input`` must be an object. Anything else (often a JSON string cut off by a broken
         # gateway) is kept as sent and marked incomplete, so the call never runs.
-        attrs = remainder(part, _TOOL_USE_FIELDS - {"input"})
+        attrs = with_hint(remainder(part, _TOOL_USE_FIELDS - {"input"}), _input_hint(arguments))
         return ToolCallBlock(
             call_id=call_id if isinstance(call_id, str) else "",
             name=name,
@@ -290,6 +300,9 @@ class BlockParser:
         else:
             attrs["content"] = content
             attrs["$content"] = "absent"
+            if content is not None:
+                # Named as the part it is not; rendered back from attrs all the same.
+                parts.append(self._opaque_result(f"{block_id}.c0", content))
         return new_tool_result(
             id=block_id,
             role="tool",
@@ -299,6 +312,19 @@ class BlockParser:
             content=cast(tuple[ContentBlock, ...], tuple(parts)),
             attrs=attrs,
             status="error" if is_error is True else "success",
+        )
+
+    def _opaque_result(self, block_id: str, content: Any) -> AnyBlock:
+        kind = json_type(content)
+        hint = (
+            f"tool_result content must be a string or a list of blocks, not a JSON {kind}; "
+            'Anthropic: "tool_result.content: Input should be a valid string" (send the '
+            "tool's result as text: json.dumps of it)"
+        )
+        return UnknownBlock(
+            native_type=f"content:{kind}",
+            attrs=with_hint({"$value": content}, hint),
+            **self.common(block_id, "tool"),
         )
 
     def _result_part(self, block_id: str, item: Any) -> list[AnyBlock]:
@@ -378,6 +404,30 @@ class BlockParser:
         )
 
 
+def _input_hint(arguments: object) -> str:
+    """The fix for a ``tool_use`` whose ``input`` is not an object: often the arguments as
+    OpenAI writes them, a JSON string (claude-code #6695)."""
+    if isinstance(arguments, Absent):
+        return (
+            'its input is missing; Anthropic: "tool_use.input: Field required" (send {} for none)'
+        )
+    return (
+        f"its input is a JSON {json_type(arguments)}, not an object; Anthropic: "
+        '"tool_use.input: Input should be a valid dictionary" (send the arguments as an object: '
+        "json.loads of a string)"
+    )
+
+
+def _part_hint(part: dict[str, Any]) -> str | None:
+    """The usual fix for a block of no kind turngate reads: one without its type, or text
+    without its text."""
+    if "type" not in part:
+        return f"the block has no type {UNTYPED_PART_FIX}"
+    if part.get("type") == "text" and not isinstance(part.get("text"), str):
+        return f"a text block's text must be a string, not a JSON {json_type(part.get('text'))}"
+    return None
+
+
 def _native_type(part: dict[str, Any]) -> str:
     kind = part.get("type")
     source = part.get("source")
@@ -444,7 +494,7 @@ def render_block(block: AnyBlock) -> Any:
             return merged({"type": "compaction"}, attrs)
         return merged({"type": "compaction", "encrypted_content": block.payload}, attrs)
     if isinstance(block, UnknownBlock):
-        return block.attrs["$value"] if "$value" in block.attrs else dict(block.attrs)
+        return block.attrs["$value"] if "$value" in block.attrs else without_hint(block.attrs)
     raise BadRequestBody(f"block kind {block.kind} cannot be an Anthropic content block")
 
 

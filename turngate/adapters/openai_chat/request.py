@@ -9,12 +9,14 @@ from typing import Any, cast
 
 from turngate.adapters.base import (
     MODEL_ROLE_HINT,
+    UNTYPED_PART_FIX,
     RouteInfo,
     default_trust,
     merged,
     remainder,
     role_hint,
     with_hint,
+    without_hint,
 )
 from turngate.errors import BadRequestBody
 from turngate.graph.codec import arguments_complete, json_type
@@ -388,8 +390,7 @@ def _parse_part(
         message, position = place
         untyped = (
             f"the part has no type; OpenAI: \"Missing required parameter: 'messages[{message}]."
-            f"content[{position}].type'.\" (give each part its type, "
-            '{"type": "text", "text": ...}; send a tool\'s object result as text, json.dumps of it)'
+            f"content[{position}].type'.\" {UNTYPED_PART_FIX}"
         )
     return UnknownBlock(native_type=str(kind), attrs=with_hint(dict(part), untyped), **common)
 
@@ -534,7 +535,7 @@ def render_message(message: Message) -> dict[str, Any]:
     if message.shape == "opaque" and len(message.blocks) == 1:
         only = message.blocks[0]
         if isinstance(only, UnknownBlock) and only.native_type.startswith("role:"):
-            return dict(only.attrs)
+            return without_hint(only.attrs)
     out: dict[str, Any] = dict(message.attrs)
     out["role"] = message.role
     content: list[AnyBlock] = []
@@ -591,7 +592,7 @@ def _render_part(block: AnyBlock) -> Any:
             file["filename"] = block.filename
         return merged({"type": "file", "file": file}, block.attrs)
     if isinstance(block, UnknownBlock):
-        return block.attrs.get("value", block.attrs) if "value" in block.attrs else block.attrs
+        return block.attrs["value"] if "value" in block.attrs else without_hint(block.attrs)
     raise BadRequestBody(f"block kind {block.kind} cannot be a Chat content part")
 
 
