@@ -145,6 +145,16 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["incomplete_arguments"],
     ),
     (
+        "a tool's result passed on as the object it returned",
+        body(
+            user("hi"),
+            assistant(tool_use("toolu_1")),
+            user(tool_result("toolu_1", content={"temp": 9})),
+        ),
+        "REJECTED",
+        ["unknown_kind"],
+    ),
+    (
         "a call id with characters Anthropic refuses",
         body(user("hi"), assistant(tool_use("call.1")), user(tool_result("call.1"))),
         "REJECTED",
@@ -1397,3 +1407,53 @@ def test_a_beta_that_raises_the_output_limit_lets_max_tokens_past_it() -> None:
     for names, ready in [(("output-128k-2025-02-19",), True), (("context-1m-2025-08-07",), False)]:
         seq = get_adapter("anthropic").parse_request(request, RouteInfo(betas=names))
         assert validate(seq, CAPABILITIES).ready == ready, names
+
+
+@pytest.mark.parametrize(
+    ("request_body", "said"),
+    [
+        (
+            body(
+                user("hi"), assistant(tool_use("toolu_1")), user(tool_result("toolu_1", {"t": 9}))
+            ),
+            "tool_result content must be a string or a list of blocks, not a JSON object",
+        ),
+        (
+            body(user("hi"), assistant(tool_use("toolu_1")), user(tool_result("toolu_1", 7))),
+            "tool_result content must be a string or a list of blocks, not a JSON number",
+        ),
+        (
+            body(
+                user("hi"), assistant(tool_use("toolu_1")), user(tool_result("toolu_1", [{"t": 9}]))
+            ),
+            "the block has no type",
+        ),
+        (
+            body(user("hi"), assistant({"type": "text", "text": None})),
+            "a text block's text must be a string, not a JSON null",
+        ),
+        (
+            body(
+                user("hi"),
+                assistant(tool_use("toolu_1", input='{"city": "Paris"}')),
+                user(tool_result("toolu_1")),
+            ),
+            '"tool_use.input: Input should be a valid dictionary" (send the arguments as an '
+            "object: json.loads of a string)",
+        ),
+    ],
+)
+def test_a_block_anthropic_cannot_read_is_named_with_its_fix_and_renders_back_as_sent(
+    request_body: dict[str, Any], said: str
+) -> None:
+    """A tool's result passed on as what the tool returned, a text block without its text,
+    a call's input as OpenAI writes it (claude-code #6695): one refusal each, saying what is
+    wrong and the fix; the body renders back as it came (no note of turngate's in it)."""
+    (found,) = verdict_of(request_body).violations
+    assert said in found.message
+    assert ADAPTER.render_request(parse(request_body)) == request_body
+
+
+def test_a_null_tool_result_content_is_left_to_anthropic() -> None:
+    request = body(user("hi"), assistant(tool_use("toolu_1")), user(tool_result("toolu_1", None)))
+    assert "unknown_kind" not in verdict_of(request).rules

@@ -812,3 +812,4 @@ def test_a_tool_result_openai_cannot_read_is_named_in_its_words(content: Any, sa
     assert found.rule == "unknown_kind"
     assert said in found.message
     assert "json.dumps" in found.message
+    assert ADAPTER.render_request(ADAPTER.parse_request(request)) == request

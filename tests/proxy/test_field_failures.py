@@ -1703,6 +1703,50 @@ async def test_vercel_ai_10554_a_max_tokens_past_the_models_output_limit_is_refu
     assert [sent.json()["max_tokens"] for sent in stack.upstream.received] == [32000, 64000]
 
 
+async def test_claude_code_6695_a_call_input_sent_as_a_string_is_refused_with_the_fix(
+    make_stack: StackFactory,
+):
+    """anthropics/claude-code #6695: a replayed tool_use whose input was a JSON string, as
+    OpenAI writes arguments, and Anthropic refused the turn ("messages.1.content.0.tool_use.
+    input: Input should be a valid dictionary"). turngate refuses it before sending, saying
+    so; so it does a tool_result whose content is the object the tool returned, which turngate
+    relayed before. The same turn with an object input and a text result goes up."""
+    stack = await make_stack()
+    ask: Any = {"role": "user", "content": "What is the weather in Paris?"}
+    called = {"type": "tool_use", "id": "toolu_1", "name": "get_weather"}
+    answered = {"type": "tool_result", "tool_use_id": "toolu_1"}
+    cases: Any = [
+        ({**called, "input": '{"city": "Paris"}'}, {**answered, "content": "sunny"}),
+        ({**called, "input": {"city": "Paris"}}, {**answered, "content": {"sky": "clear"}}),
+    ]
+    async with anthropic_sdk(stack) as client:
+        expected = [
+            ("incomplete_arguments", "Input should be a valid dictionary"),
+            ("unknown_kind", "tool_result content must be a string or a list of blocks"),
+        ]
+        for (call, result), (rule, said) in zip(cases, expected, strict=True):
+            turn: Any = [ask, {"role": "assistant", "content": [call]}]
+            with pytest.raises(anthropic.BadRequestError) as caught:
+                await client.messages.create(
+                    model=CLAUDE,
+                    max_tokens=256,
+                    tools=CLAUDE_TOOLS,
+                    messages=[*turn, {"role": "user", "content": [result]}],
+                )
+            refused(stack, caught.value, rule, said)
+        stack.upstream.reply(claude_answer("Clear skies."))
+        history: Any = [ask, {"role": "assistant", "content": [cases[1][0]]}]
+        result = {**answered, "content": '{"sky": "clear"}'}
+        await client.messages.create(
+            model=CLAUDE,
+            max_tokens=256,
+            tools=CLAUDE_TOOLS,
+            messages=[*history, {"role": "user", "content": [result]}],
+        )
+    (sent,) = stack.upstream.received
+    assert sent.json()["messages"][2]["content"] == [result]
+
+
 async def test_opencode_23007_a_manual_budget_on_opus_4_7_is_refused_by_name(
     make_stack: StackFactory,
 ):
