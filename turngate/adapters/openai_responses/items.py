@@ -235,7 +235,9 @@ class ItemParser:
                     attrs=attrs,
                     **common,
                 )
-        return UnknownBlock(native_type=str(kind), attrs=dict(part), **common)
+        return UnknownBlock(
+            native_type=str(kind), attrs=with_hint(dict(part), _part_hint(role, part)), **common
+        )
 
     # --- tool calls and their outputs --------------------------------------------------
 
@@ -449,3 +451,21 @@ def _file(part: dict[str, Any], common: dict[str, Any]) -> FileBlock | None:
             **common,
         )
     return None
+
+
+# Content part types of the other APIs, and the Responses type each stands for.
+_FOREIGN_PARTS = {"text": "input_text", "image_url": "input_image", "image": "input_image"}
+# OpenAI's list grows (input_audio, encrypted_content were added): its head is quoted.
+_SUPPORTED_PARTS = "Supported values are: 'input_text', 'input_image', …"
+
+
+def _part_hint(role: Role, part: dict[str, Any]) -> str | None:
+    """The fix for a part of no type Responses knows: Chat's or Anthropic's spelling of one
+    (a history converted for the other API), or none at all."""
+    kind = part.get("type")
+    if "type" not in part:
+        return 'the part has no type (give each part its type: {"type": "input_text", ...})'
+    if not isinstance(kind, str) or kind not in _FOREIGN_PARTS:
+        return None
+    fix = "output_text" if role == "assistant" and kind == "text" else _FOREIGN_PARTS[kind]
+    return f"OpenAI: \"Invalid value: '{kind}'. {_SUPPORTED_PARTS}\" (type it '{fix}')"

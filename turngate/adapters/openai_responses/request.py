@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from turngate.adapters.base import RouteInfo, merged, remainder
+from turngate.adapters.base import RouteInfo, merged, remainder, without_hint
 from turngate.adapters.openai_chat.request import OrderCounter, data_url
 from turngate.adapters.openai_responses.items import (
     API,
@@ -196,7 +196,7 @@ def _unknown(block: UnknownBlock) -> Any:
     """An unknown item or part as it was sent (non-objects are kept under ``value``)."""
     if block.native_type.startswith(("item:", "part:", "content:")):
         return block.attrs.get("value")
-    return dict(block.attrs)
+    return without_hint(block.attrs)
 
 
 def _render_message(message: Message, content: list[AnyBlock]) -> dict[str, Any]:
