@@ -558,3 +558,34 @@ def test_an_output_limit_under_16_is_refused_whatever_the_model(tokens: int, ref
                 "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= "
                 f"16, but got {tokens} instead."
             ) in found[0].message
+
+
+def test_chat_content_parts_sent_to_responses_are_named_with_the_type_each_stands_for() -> None:
+    """PraisonAI #3934: a Chat history appended to Responses' input unchanged, its parts
+    typed 'text' and 'image_url'. Each is named with the Responses type to send: a user's
+    text input_text, the model's output_text, an image input_image; and the body renders
+    back as it came."""
+    request = {
+        "model": "gpt-5",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is in the picture?"},
+                    {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+                ],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]},
+            {"role": "user", "content": [{"text": "And its colour?"}]},
+        ],
+    }
+    seq = ADAPTER.parse_request(request)
+    found = validate(seq, CAPABILITIES).violations
+    assert [v.rule for v in found] == ["unknown_kind"] * 4
+    said = [v.message for v in found]
+    assert "\"Invalid value: 'text'. Supported values are: 'input_text'" in said[0]
+    assert said[0].endswith("(type it 'input_text') (input[0])")
+    assert "(type it 'input_image')" in said[1]
+    assert "(type it 'output_text')" in said[2]
+    assert "the part has no type" in said[3]
+    assert ADAPTER.render_request(seq) == request

@@ -1105,6 +1105,41 @@ async def test_langgraphjs_506_a_tool_result_of_objects_is_refused_in_openais_wo
     assert sent.json()["messages"][2] == result
 
 
+async def test_praisonai_3934_chat_content_parts_sent_to_responses_are_named_with_their_type(
+    make_stack: StackFactory,
+):
+    """MervinPraison/PraisonAI #3934: a Chat history appended to Responses' input unchanged,
+    its parts typed 'text' and 'image_url', and OpenAI refused every vision turn ("Invalid
+    value: 'text'. Supported values are: 'input_text', 'input_image', ..."). turngate refuses
+    it before sending, in those words and with the type each part stands for; typed so, the
+    turn goes up."""
+    stack = await make_stack()
+    picture = "https://example.com/cat.png"
+    chat_parts: Any = [
+        {"type": "text", "text": "What is in the picture?"},
+        {"type": "image_url", "image_url": {"url": picture}},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(
+                model="gpt-4o-mini", input=[{"role": "user", "content": chat_parts}]
+            )
+        message = refused(stack, caught.value, "unknown_kind", "Invalid value: 'text'.")
+        assert "(type it 'input_text')" in message
+        assert "(+1 more" in message
+        responses_parts: Any = [
+            {"type": "input_text", "text": "What is in the picture?"},
+            {"type": "input_image", "image_url": picture},
+        ]
+        answer = "openai-responses/pai-nonstream-after-function-output.json"
+        stack.upstream.reply(Reply.fixture(answer))
+        await client.responses.create(
+            model="gpt-4o-mini", input=[{"role": "user", "content": responses_parts}]
+        )
+    (sent,) = stack.upstream.received
+    assert sent.json()["input"][0]["content"] == responses_parts
+
+
 async def test_openhands_755_chat_parameters_sent_to_responses_are_refused_by_name(
     make_stack: StackFactory,
 ):
