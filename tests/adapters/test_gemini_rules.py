@@ -881,3 +881,44 @@ def test_max_output_tokens_past_the_models_limit_is_refused_on_vertex_at_the_tok
         f"maxOutputTokens value of {limit + 1} but the supported range is from 1 (inclusive) "
         f"to {limit + 1} (exclusive)."
     ) in message
+
+
+@pytest.mark.parametrize(
+    ("contents", "said"),
+    [
+        (
+            [
+                user(text("weather?")),
+                {
+                    "role": "model",
+                    "parts": [{"functionCall": {"name": "get_weather", "args": '{"city": "P"}'}}],
+                },
+                {
+                    "role": "user",
+                    "parts": [{"functionResponse": {"name": "get_weather", "response": {}}}],
+                },
+            ],
+            'its args is a JSON string, not an object; Gemini: "Invalid value at '
+            "'…function_call.args' (type.googleapis.com/google.protobuf.Struct)\"",
+        ),
+        (
+            [{"role": "user", "parts": "weather?"}],
+            'parts must be a list of parts, [{"text": ...}], not a JSON string',
+        ),
+        (
+            [{"role": "user", "parts": ["weather?"]}],
+            'each part must be an object ({"text": ...}), not a JSON string',
+        ),
+    ],
+)
+def test_a_call_or_content_gemini_cannot_read_says_its_fix_and_renders_back(
+    contents: list[Any], said: str
+):
+    request = body(*contents)
+    seq = parse(request)
+    (found,) = validate(seq, CAPABILITIES).violations
+    assert said in found.message
+    if all(
+        isinstance(p, dict) for c in contents if isinstance(c["parts"], list) for p in c["parts"]
+    ):
+        assert ADAPTER.render_request(seq) == request  # a bare part is refused, never rendered

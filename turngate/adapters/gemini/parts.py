@@ -25,7 +25,9 @@ from pydantic.alias_generators import to_snake
 
 from turngate.adapters.base import default_trust, merged, remainder, with_hint
 from turngate.errors import BadRequestBody
+from turngate.graph.codec import json_type
 from turngate.graph.model import (
+    UNKNOWN_HINT,
     AnyBlock,
     AudioBlock,
     ContentBlock,
@@ -176,7 +178,8 @@ def parse_part(
             id=block_id, role=role, order=order.next(), trust=trust, text=part["text"]
         )
     if not isinstance(part, dict):
-        return _unknown(block_id, role, order, type(part).__name__, part)
+        hint = f'each part must be an object ({{"text": ...}}), not a JSON {json_type(part)}'
+        return _unknown(block_id, role, order, type(part).__name__, part, hint=hint)
     found = data_fields(part)
     if len(found) != 1:
         label = "+".join(camel for camel, _k in found) or ",".join(sorted(part)) or "empty"
@@ -277,6 +280,13 @@ def _parse_call(
         args = call["args"]
         arguments = _dumps(args)
         complete = isinstance(args, dict)
+        if not complete:
+            # Often the arguments as OpenAI writes them, a JSON string.
+            attrs[UNKNOWN_HINT] = (
+                f'its args is a JSON {json_type(args)}, not an object; Gemini: "Invalid value '
+                "at '…function_call.args' (type.googleapis.com/google.protobuf.Struct)\" (send "
+                "the arguments as an object: json.loads of a string)"
+            )
     else:
         arguments = "{}"
         attrs[ARGS_ABSENT] = True

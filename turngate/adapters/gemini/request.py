@@ -29,6 +29,7 @@ from turngate.adapters.gemini.parts import (
     render_part,
 )
 from turngate.errors import BadRequestBody
+from turngate.graph.codec import json_type
 from turngate.graph.model import (
     AnyBlock,
     ApiName,
@@ -183,7 +184,11 @@ def parse_content(index: int, native_in: Any, order: OrderCounter) -> Message:
             index=index, role=role, blocks=(), origin="contents", shape="absent", attrs=attrs
         )
     if not isinstance(parts, list):
-        return _opaque(index, f"parts:{type(parts).__name__}", native_in, order)
+        hint = (
+            f'parts must be a list of parts, [{{"text": ...}}], not a JSON {json_type(parts)} '
+            f"(Gemini: \"Invalid value at 'contents[{index}].parts'\")"
+        )
+        return _opaque(index, f"parts:{type(parts).__name__}", native_in, order, hint)
     call_names: dict[str, int] = {}
     blocks = tuple(
         parse_part(f"m{index}.b{j}", role, p, order, call_names) for j, p in enumerate(parts)
