@@ -813,3 +813,13 @@ def test_a_tool_result_openai_cannot_read_is_named_in_its_words(content: Any, sa
     assert said in found.message
     assert "json.dumps" in found.message
     assert ADAPTER.render_request(ADAPTER.parse_request(request)) == request
+
+
+def test_a_tool_message_without_its_call_id_is_told_so():
+    """pi #4854: a tool message whose tool_call_id was lost (an aggregator's call with an
+    empty id), replayed on every later turn. The refusal says the id is missing, not that
+    a result called '' answers nothing."""
+    result = {"role": "tool", "content": "sunny"}
+    found = verdict_of(body(user("hi"), assistant(None, [call("call_1")]), result)).violations
+    orphan = next(v for v in found if v.rule == "orphan_result")
+    assert "a tool result without its call's id answers no tool call" in orphan.message

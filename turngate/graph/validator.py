@@ -530,14 +530,13 @@ class _Placement:
             # Responses previous_response_id): not an orphan, but still answerable once.
             self.answered.add(call_id)
         else:
-            self.out.append(
-                violation(
-                    ORPHAN_RESULT,
-                    f"tool result '{call_id}' answers no tool call",
-                    message,
-                    block,
-                )
+            text = (
+                f"tool result '{call_id}' answers no tool call"
+                if call_id
+                else "a tool result without its call's id answers no tool call (give it the "
+                "id of the call it answers)"
             )
+            self.out.append(violation(ORPHAN_RESULT, text, message, block))
 
     def _close_window(self) -> None:
         # A result arriving later is reported as misplaced; one that never does, as missing.
