@@ -42,6 +42,7 @@ CAPABILITIES = Capabilities(
         "openai_reasoning_settings",
         "openai_reasoning_effort",
         "openai_max_tokens",
+        "chat_stream_options",
         "openai_json_mode",
         "openai_format_name",
     ),

@@ -46,6 +46,11 @@ below minimum value. Expected a value >= 16, but got 10 instead." A connection t
 for a few tokens, or a limit clamped to what is left of the window (hindsight #58, new-api
 #2438, Work-Review #41).
 
+``chat_stream_options``: on Chat, ``stream_options`` in a request that does not stream: "The
+'stream_options' parameter is only allowed when 'stream' is enabled." A client or gateway
+that always asks for usage in the stream (``{"include_usage": true}``) and also makes plain
+calls; Azure OpenAI refuses it the same way.
+
 ``openai_json_mode``: JSON mode (Chat's ``response_format``, Responses' ``text.format``, of
 type ``json_object``) when no message says "json": "'messages' must contain the word 'json'
 in some form, to use 'response_format' of type 'json_object'." (Responses: "Response input
@@ -86,6 +91,7 @@ MAX_FORMAT_NAME = 64
 REASONING_EFFORT = "openai_reasoning_effort"
 CHAT_PARAMETER = "responses_chat_parameter"
 MAX_TOKENS = "openai_max_tokens"
+STREAM_OPTIONS = "chat_stream_options"
 # Chat Completions' name of a parameter -> where Responses takes it.
 _MOVED = {
     "messages": "input",
@@ -287,6 +293,22 @@ def _output_floor(asked: object) -> list[Violation]:
             "more)",
             None,
             param="max_output_tokens",
+        )
+    ]
+
+
+@rule(STREAM_OPTIONS)
+def stream_options(seq: MessageSequence) -> list[Violation]:
+    if seq.stream or seq.envelope.get("stream_options") is None:
+        return []
+    return [
+        violation(
+            STREAM_OPTIONS,
+            'the request sets stream_options but does not stream; OpenAI: "The '
+            "'stream_options' parameter is only allowed when 'stream' is enabled.\" (leave "
+            "stream_options out of a call that does not stream)",
+            None,
+            param="stream_options",
         )
     ]
 
