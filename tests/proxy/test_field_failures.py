@@ -1140,6 +1140,32 @@ async def test_praisonai_3934_chat_content_parts_sent_to_responses_are_named_wit
     assert sent.json()["input"][0]["content"] == responses_parts
 
 
+async def test_litellm_5803_stream_options_on_a_call_that_does_not_stream_is_refused(
+    make_stack: StackFactory,
+):
+    """BerriAI/litellm #5803 (and aliasrobotics/cai #77): a gateway turned a stream into a
+    plain call for a model that did not stream, or a client always asked for usage in the
+    stream, and OpenAI refused the call ("The 'stream_options' parameter is only allowed when
+    'stream' is enabled."). turngate refuses it before sending, with OpenAI's param; with
+    the stream on, the same options go up."""
+    stack = await make_stack()
+    ask: Any = [{"role": "user", "content": "Summarise the ticket."}]
+    usage: Any = {"include_usage": True}
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=ask, stream_options=usage)
+        refused(stack, caught.value, "chat_stream_options", "only allowed when 'stream'")
+        assert caught.value.param == "stream_options"
+        stack.upstream.reply(Reply.fixture("openai-chat/pai-text-only.sse"))
+        stream = await client.chat.completions.create(
+            model="gpt-4o", messages=ask, stream=True, stream_options=usage
+        )
+        async for _chunk in stream:
+            pass
+    (sent,) = stack.upstream.received
+    assert sent.json()["stream_options"] == usage
+
+
 async def test_openhands_755_chat_parameters_sent_to_responses_are_refused_by_name(
     make_stack: StackFactory,
 ):
