@@ -45,6 +45,7 @@ CAPABILITIES = Capabilities(
         "chat_stream_options",
         "openai_json_mode",
         "openai_format_name",
+        "openai_format_shape",
     ),
 )
 

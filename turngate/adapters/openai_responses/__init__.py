@@ -46,6 +46,7 @@ CAPABILITIES = Capabilities(
         "responses_chat_parameter",
         "openai_json_mode",
         "openai_format_name",
+        "openai_format_shape",
     ),
     # A stored prompt (``prompt: {id, version}``) carries its own model, instructions and
     # tools, as the Assistants it replaces did.

@@ -14,6 +14,15 @@ Responses' ``text.format``) outside 1 to 64 of ``a-z A-Z 0-9 _ -``: "Invalid
 matches the pattern '^[a-zA-Z0-9_-]+$'." A schema's title used as the name is the usual
 source: a version ("extractor.v4"), a path ("intent/1.0"), a title in Korean.
 
+``openai_format_shape``: a structured output written in the other API's shape, or without
+its name. Chat nests the schema (``response_format: {type, json_schema: {name, schema,
+strict}}``) and refuses the flat form: "Missing required parameter:
+'response_format.json_schema'."; Responses takes it flat (``text.format: {type, name, schema,
+strict}``) and refuses the nested one, or one without a name: "Missing required parameter:
+'text.format.name'." A client moved between the two endpoints with its format kept, or a
+library that sent a bare ``{"type": "json_schema"}`` (vercel/ai #21202, SwiftOpenAI #151,
+Datus-agent PR #1281).
+
 All are refused with OpenAI's ``param``.
 """
 
@@ -30,6 +39,9 @@ from turngate.graph.validator import Violation, violation
 
 JSON_MODE = "openai_json_mode"
 FORMAT_NAME = "openai_format_name"
+FORMAT_SHAPE = "openai_format_shape"
+# What a json_schema format holds besides its type, in either API.
+_SCHEMA_FIELDS = ("name", "schema", "strict", "description")
 MAX_FORMAT_NAME = 64
 
 
@@ -93,6 +105,43 @@ def format_name(seq: MessageSequence) -> list[Violation]:
             param=param,
         )
     ]
+
+
+@rule(FORMAT_SHAPE)
+def format_shape(seq: MessageSequence) -> list[Violation]:
+    chosen = _output_format(seq)
+    if chosen is None or chosen.get("type") != "json_schema":
+        return []
+    if seq.api == "openai_chat":
+        nested = chosen.get("json_schema")
+        if not isinstance(nested, dict):
+            flat = [field for field in _SCHEMA_FIELDS if field in chosen]
+            fix = (
+                f"nest {', '.join(flat)} under json_schema: Chat Completions' shape"
+                if flat
+                else "give it json_schema: {name, schema}"
+            )
+            return [_missing("response_format.json_schema", fix)]
+        if "name" not in nested:
+            return [_missing("response_format.json_schema.name", "name the schema")]
+        return []
+    if "name" in chosen:
+        return []
+    if isinstance(chosen.get("json_schema"), dict):
+        fix = "put name, schema and strict directly in text.format: the Responses shape"
+    else:
+        fix = "name the schema"
+    return [_missing("text.format.name", fix)]
+
+
+def _missing(param: str, fix: str) -> Violation:
+    return violation(
+        FORMAT_SHAPE,
+        f'the structured output has no {param.rsplit(".", 1)[-1]}; OpenAI: "Missing required '
+        f"parameter: '{param}'.\" ({fix})",
+        None,
+        param=param,
+    )
 
 
 def _output_format(seq: MessageSequence) -> dict[str, Any] | None:
