@@ -589,3 +589,26 @@ def test_chat_content_parts_sent_to_responses_are_named_with_the_type_each_stand
     assert "(type it 'output_text')" in said[2]
     assert "the part has no type" in said[3]
     assert ADAPTER.render_request(seq) == request
+
+
+@pytest.mark.parametrize(
+    ("fmt", "fix"),
+    [
+        ({"type": "json_schema"}, "(name the schema)"),
+        (
+            {"type": "json_schema", "json_schema": {"name": "reply", "schema": {}}},
+            "(put name, schema and strict directly in text.format: the Responses shape)",
+        ),
+    ],
+)
+def test_a_json_schema_format_without_its_name_is_refused_with_the_shape_responses_takes(
+    fmt: dict[str, Any], fix: str
+) -> None:
+    """vercel/ai #21202: a bare json_schema format; a format nested as Chat writes it."""
+    _seq, verdict = check([USER], text={"format": fmt})
+    (found,) = verdict.violations
+    assert (found.rule, found.location) == ("openai_format_shape", "text.format.name")
+    assert "\"Missing required parameter: 'text.format.name'.\"" in found.message
+    assert found.message.endswith(fix)
+    named = {"type": "json_schema", "name": "reply", "schema": {"type": "object"}}
+    assert check([USER], text={"format": named})[1].ready

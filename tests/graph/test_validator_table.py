@@ -384,6 +384,15 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
         "chat_stream_options",
     ),
     (
+        "a structured output in the Responses shape, flat, sent to Chat",
+        {
+            **body(user("reply in json")),
+            "response_format": {"type": "json_schema", "name": "reply", "schema": {}},
+        },
+        "REJECTED",
+        "openai_format_shape",
+    ),
+    (
         "a top_p sent to an o-series model",
         {**body(user("hi")), "model": "o4-mini", "top_p": 0.5},
         "REJECTED",

@@ -1166,6 +1166,42 @@ async def test_litellm_5803_stream_options_on_a_call_that_does_not_stream_is_ref
     assert sent.json()["stream_options"] == usage
 
 
+async def test_vercel_ai_21202_a_structured_output_in_the_wrong_shape_is_refused_by_param(
+    make_stack: StackFactory,
+):
+    """vercel/ai #21202 (and SwiftOpenAI #151, Datus-agent PR #1281): a json_schema format sent
+    without its name, or in the other endpoint's shape, and OpenAI refused every call
+    ("Missing required parameter: 'text.format.name'."; on Chat "... 'response_format.
+    json_schema'."). turngate refuses each before sending, with OpenAI's param and the shape
+    that endpoint takes; written so, each goes up."""
+    stack = await make_stack()
+    schema: Any = {"type": "object", "properties": {"tag": {"type": "string"}}}
+    flat: Any = {"type": "json_schema", "name": "ticket_tag", "schema": schema}
+    nested: Any = {"type": "json_schema", "json_schema": {"name": "ticket_tag", "schema": schema}}
+    ask: Any = [{"role": "user", "content": "Tag this ticket, in json."}]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(
+                model="gpt-5", input="Tag this ticket.", text={"format": {"type": "json_schema"}}
+            )
+        refused(stack, caught.value, "openai_format_shape", "'text.format.name'")
+        assert caught.value.param == "text.format.name"
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=ask, response_format=flat)
+        refused(stack, caught.value, "openai_format_shape", "nest name, schema under json_schema")
+        assert caught.value.param == "response_format.json_schema"
+        stack.upstream.reply(Reply.fixture("openai-chat/pai-nonstream-after-2-tool-results.json"))
+        await client.chat.completions.create(model="gpt-4o", messages=ask, response_format=nested)
+        answer = "openai-responses/pai-nonstream-after-function-output.json"
+        stack.upstream.reply(Reply.fixture(answer))
+        await client.responses.create(
+            model="gpt-5", input="Tag this ticket.", text={"format": flat}
+        )
+    chat_sent, responses_sent = stack.upstream.received
+    assert chat_sent.json()["response_format"] == nested
+    assert responses_sent.json()["text"]["format"] == flat
+
+
 async def test_openhands_755_chat_parameters_sent_to_responses_are_refused_by_name(
     make_stack: StackFactory,
 ):
