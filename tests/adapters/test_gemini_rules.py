@@ -898,7 +898,7 @@ def test_max_output_tokens_past_the_models_limit_is_refused_on_vertex_at_the_tok
                     "parts": [{"functionResponse": {"name": "get_weather", "response": {}}}],
                 },
             ],
-            'its args is a JSON string, not an object; Gemini: "Invalid value at '
+            'its args are a JSON string, not an object; Gemini: "Invalid value at '
             "'…function_call.args' (type.googleapis.com/google.protobuf.Struct)\"",
         ),
         (

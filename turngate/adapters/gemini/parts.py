@@ -283,7 +283,7 @@ def _parse_call(
         if not complete:
             # Often the arguments as OpenAI writes them, a JSON string.
             attrs[UNKNOWN_HINT] = (
-                f'its args is a JSON {json_type(args)}, not an object; Gemini: "Invalid value '
+                f'its args are a JSON {json_type(args)}, not an object; Gemini: "Invalid value '
                 "at '…function_call.args' (type.googleapis.com/google.protobuf.Struct)\" (send "
                 "the arguments as an object: json.loads of a string)"
             )

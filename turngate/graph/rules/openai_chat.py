@@ -14,8 +14,8 @@
   'messages[1].tool_calls[0].type'.") or with a null one ("Invalid type for
   'messages[1].tool_calls[0].type': expected one of 'function', 'allowed_tools', or
   'custom', but got null instead."): an agent that rebuilds the assistant turn from its own
-  records, or from a provider's answer that left the field out, and replays it (live on
-  GPT-5.6 in 2026-08, and in public agents' fixes);
+  records, or from a provider's answer that left the field out, and replays it (public
+  agents backfill the field for this refusal);
 - ``chat_image_outside_user``: an image in a system, developer, assistant or tool message
   ("Image URLs are only allowed for messages with role 'user'");
 - ``chat_name_pattern``: a message's ``name`` or a function call's name with characters
