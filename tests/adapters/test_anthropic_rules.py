@@ -155,6 +155,12 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["unknown_kind"],
     ),
     (
+        'a tool forced without its name (Cursor\'s {"type": "tool"})',
+        body(user("hi"), tool_choice={"type": "tool"}),
+        "REJECTED",
+        ["anthropic_tool_choice"],
+    ),
+    (
         "a call id with characters Anthropic refuses",
         body(user("hi"), assistant(tool_use("call.1")), user(tool_result("call.1"))),
         "REJECTED",

@@ -402,8 +402,9 @@ def server_tool_ids(seq: MessageSequence) -> list[Violation]:
 @rule(TOOL_CHOICE)
 def tool_choice_undeclared(seq: MessageSequence) -> list[Violation]:
     """``tool_choice`` forces a tool by a name the request's tools do not declare (a tool
-    filtered out of this turn, a server tool not offered), or forces ``any`` tool with none
-    declared. ``auto`` and ``none`` with no tools are taken."""
+    filtered out of this turn, a server tool not offered), forces a tool without naming it
+    (Cursor's ``{"type": "tool"}``, which gateways drop or rewrite for this refusal), or
+    forces ``any`` tool with none declared. ``auto`` and ``none`` with no tools are taken."""
     kind, choice = _tool_choice(seq)
     if kind == "any" and not seq.tools:
         return [
@@ -412,6 +413,16 @@ def tool_choice_undeclared(seq: MessageSequence) -> list[Violation]:
                 'tool_choice is "any" but the request declares no tools; Anthropic: '
                 '"tool_choice.any may only be specified while providing tools" (leave it out of '
                 "a turn whose tools were all filtered out)",
+                None,
+            )
+        ]
+    if kind == "tool" and "name" not in choice:
+        return [
+            violation(
+                TOOL_CHOICE,
+                'tool_choice is {"type": "tool"} without the tool\'s name; Anthropic: '
+                '"tool_choice.tool.name: Field required" (name the tool to force, or send '
+                '{"type": "any"} to force any tool)',
                 None,
             )
         ]
