@@ -209,3 +209,36 @@ def test_the_anthropic_version_a_body_was_sent_with_is_named_on_the_command_line
     code, out = run("--anthropic-version", "2026-10-21", str(sampled), capsys=capsys)
     assert code == 1
     assert "anthropic-version 2026-10-21 takes no temperature" in out
+
+
+def test_the_path_a_gemini_body_was_sent_on_is_named_on_the_command_line(tmp_path: Path, capsys):
+    """A Gemini body names neither its model nor its service: the rules they decide (a
+    penalty Gemini 2.5 does not take, an output limit Vertex AI refuses) are left to Google
+    unless --gemini-path gives the path; a path that is no Gemini chat path is an error."""
+    config = {"maxOutputTokens": 65536, "presencePenalty": 0.5}
+    request = {
+        "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "generationConfig": config,
+    }
+    single, transcript = tmp_path / "ask.json", tmp_path / "history.jsonl"
+    single.write_bytes(orjson.dumps(request))
+    answer = {"role": "model", "parts": [{"text": "hello"}]}
+    lines = [request["contents"][0], answer, request["contents"][0]]
+    transcript.write_bytes(b"\n".join(orjson.dumps(line) for line in lines))
+    code, out = run("--api", "gemini", str(single), capsys=capsys)
+    assert (code, out.count(": READY (gemini,")) == (0, 1), out
+    api_path = "/v1beta/models/gemini-2.5-flash:generateContent"
+    code, out = run("--gemini-path", api_path, str(single), capsys=capsys)
+    assert code == 1
+    assert "gemini_penalty" in out
+    assert "gemini_max_output" not in out
+    vertex = (
+        "/v1beta1/projects/acme/locations/us-central1/publishers/google/models/"
+        "gemini-2.0-flash:streamGenerateContent?alt=sse"
+    )
+    code, out = run("--gemini-path", vertex, str(single), str(transcript), capsys=capsys)
+    assert code == 1
+    assert "gemini_max_output" in out
+    assert "gemini_penalty" not in out
+    assert f"{transcript} (transcript): READY (gemini," in out
+    assert run("--gemini-path", "/v1/chat/completions", str(single), capsys=capsys)[0] == 2

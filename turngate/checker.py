@@ -61,8 +61,16 @@ class Report:
         }
 
 
-def check_file(path: Path, api: str | None, sent_with: RouteInfo = _NO_HEADERS) -> list[Report]:
-    """``sent_with``: what the headers the bodies were sent with asked of the API."""
+def check_file(
+    path: Path,
+    api: str | None,
+    sent_with: RouteInfo = _NO_HEADERS,
+    *,
+    gemini_route: RouteInfo | None = None,
+) -> list[Report]:
+    """``sent_with``: what the headers the bodies were sent with asked of the API;
+    ``gemini_route``: what the path a Gemini body was sent on says (its model, its service,
+    whether it streams)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -75,7 +83,7 @@ def check_file(path: Path, api: str | None, sent_with: RouteInfo = _NO_HEADERS) 
         entries = list(_batch_body(value, sent_with))
         if entries:
             return [check_entry(str(path), entry) for entry in entries]
-        return [check_body(str(path), value, api, sent_with)]
+        return [check_body(str(path), value, api, sent_with, gemini_route=gemini_route)]
     lines = [line for line in raw.splitlines() if line.strip()]
     try:
         values = [orjson.loads(line) for line in lines]
@@ -90,9 +98,10 @@ def check_file(path: Path, api: str | None, sent_with: RouteInfo = _NO_HEADERS) 
         body: dict[str, Any] = {_LIST_KEY[chosen]: values}
         if chosen in ("openai_chat", "anthropic", "openai_responses"):
             body["model"] = "transcript"
-        return [check_body(f"{path} (transcript)", body, chosen)]
+        return [check_body(f"{path} (transcript)", body, chosen, gemini_route=gemini_route)]
     return [
-        check_body(f"{path}:{n}", value, api, sent_with) for n, value in enumerate(values, start=1)
+        check_body(f"{path}:{n}", value, api, sent_with, gemini_route=gemini_route)
+        for n, value in enumerate(values, start=1)
     ]
 
 
@@ -119,7 +128,14 @@ def check_entry(path: str, entry: BatchEntry) -> Report:
     return check_body(f"{path} {entry.location}{named}", entry.body, entry.api, entry.info)
 
 
-def check_body(source: str, body: Any, api: str | None, info: RouteInfo | None = None) -> Report:
+def check_body(
+    source: str,
+    body: Any,
+    api: str | None,
+    info: RouteInfo | None = None,
+    *,
+    gemini_route: RouteInfo | None = None,
+) -> Report:
     if not isinstance(body, dict):
         return Report(source, api, "ERROR", error="a request body must be a JSON object")
     chosen = api or detect_api(body)
@@ -130,7 +146,8 @@ def check_body(source: str, body: Any, api: str | None, info: RouteInfo | None =
     except ImportError:
         return Report(source, chosen, "ERROR", error=f"no adapter for {chosen} in this build")
     try:
-        seq = adapter.parse_request(body, info or RouteInfo())
+        route = gemini_route if chosen == "gemini" and gemini_route else info or RouteInfo()
+        seq = adapter.parse_request(body, route)
     except TurngateError as exc:
         bad = Violation(rule=exc.rule, message=exc.message)
         return Report(source, chosen, "REJECTED", violations=[bad])

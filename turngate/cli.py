@@ -73,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the anthropic-version header the bodies were sent with (2026-10-21 takes no "
         "sampling settings; default: judged as 2023-06-01)",
     )
+    check.add_argument(
+        "--gemini-path",
+        metavar="PATH",
+        help="the path Gemini bodies were sent on (/v1beta/models/gemini-2.5-flash:"
+        "generateContent, a Vertex AI path), for the rules the model and the service decide "
+        "(default: neither known, those rules left to Google)",
+    )
     check.add_argument("--json", action="store_true", help="print one JSON report for machines")
     check.set_defaults(run=_check)
 
@@ -223,10 +230,29 @@ def _print_json(value: object) -> None:
 def _check(args: argparse.Namespace) -> int:
     from turngate.adapters.anthropic.headers import with_headers
     from turngate.adapters.base import RouteInfo
+    from turngate.adapters.gemini.paths import CHAT_PATH, gemini_endpoint
     from turngate.checker import check_file, print_reports
 
     sent_with = with_headers(RouteInfo(), [args.anthropic_beta], args.anthropic_version)
-    reports = [report for path in args.files for report in check_file(path, args.api, sent_with)]
+    gemini_route = None
+    if args.gemini_path is not None:
+        found = CHAT_PATH.fullmatch(args.gemini_path.split("?", 1)[0])
+        if found is None:
+            print(
+                f"turngate check: --gemini-path {args.gemini_path!r} is not a Gemini chat path "
+                "(/v1beta/models/MODEL:generateContent, or a Vertex AI one)",
+                file=sys.stderr,
+            )
+            return 2
+        streamed = found["method"] == "streamGenerateContent"
+        gemini_route = RouteInfo(
+            model=found["model"], stream=streamed, endpoint=gemini_endpoint(found)
+        )
+    reports = [
+        report
+        for path in args.files
+        for report in check_file(path, args.api, sent_with, gemini_route=gemini_route)
+    ]
     print_reports(reports, as_json=args.json, out=sys.stdout)
     if any(r.status == "ERROR" for r in reports):
         return 2
