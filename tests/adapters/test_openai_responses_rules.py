@@ -612,3 +612,14 @@ def test_a_json_schema_format_without_its_name_is_refused_with_the_shape_respons
     assert found.message.endswith(fix)
     named = {"type": "json_schema", "name": "reply", "schema": {"type": "object"}}
     assert check([USER], text={"format": named})[1].ready
+
+
+def test_a_request_continuing_a_response_and_a_conversation_at_once_is_refused() -> None:
+    both = {"previous_response_id": "resp_1", "conversation": "conv_1"}
+    (found,) = check([USER], **both)[1].violations
+    assert found.rule == "responses_history_source"
+    assert "Ensure you are only providing one of: 'previous_response_id' or 'conversation'." in (
+        found.message
+    )
+    for one in ({"previous_response_id": "resp_1"}, {"conversation": {"id": "conv_1"}}):
+        assert "responses_history_source" not in check([USER], **one)[1].rules

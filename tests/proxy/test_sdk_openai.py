@@ -285,6 +285,24 @@ async def test_responses_invalid_sequences_raise_bad_request_and_send_nothing(
     COUNTS["SDK refusals with zero upstream sends (openai responses)"] += 1
 
 
+@requires_adapter("openai_responses")
+async def test_a_response_continued_from_a_response_and_a_conversation_is_refused(client: Any):
+    """previous_response_id beside conversation: OpenAI holds the history either way and
+    refuses the pair; turngate refuses it before sending, and either one alone goes up."""
+    create = client.responses.create
+    both = {"previous_response_id": "resp_1", "conversation": "conv_1"}
+    with pytest.raises(openai.BadRequestError) as raised:
+        await call(client.mode, create, model="gpt-4o", input="And tomorrow?", **both)
+    assert raised.value.code == "responses_history_source"
+    assert "'previous_response_id' or 'conversation'" in str(raised.value)
+    assert client.stack.upstream.received == []
+    answer = "openai-responses/pai-nonstream-after-function-output.json"
+    client.stack.upstream.reply(Reply.fixture(answer))
+    await call(client.mode, create, model="gpt-4o", input="And tomorrow?", conversation="conv_1")
+    (sent,) = client.stack.upstream.received
+    assert sent.json()["conversation"] == "conv_1"
+
+
 async def test_a_streamed_audio_answer_reaches_the_sdk_and_is_the_next_history(stack: Stack):
     # gpt-4o-audio: the answer streams its audio (data, transcript) in ``delta.audio``; the
     # next request names that audio by id alone, as after a non-streamed answer.

@@ -44,6 +44,7 @@ CAPABILITIES = Capabilities(
         "openai_reasoning_effort",
         "openai_max_tokens",
         "responses_chat_parameter",
+        "responses_history_source",
         "openai_json_mode",
         "openai_format_name",
         "openai_format_shape",

@@ -46,6 +46,12 @@ below minimum value. Expected a value >= 16, but got 10 instead." A connection t
 for a few tokens, or a limit clamped to what is left of the window (hindsight #58, new-api
 #2438, Work-Review #41).
 
+``responses_history_source``: a Responses request that continues both a stored response and
+a conversation (``previous_response_id`` beside ``conversation``): "Mutually exclusive
+parameters. Ensure you are only providing one of: 'previous_response_id' or
+'conversation'." A client that chains responses and was later given a conversation keeps
+sending both; the provider holds the history either way, so one is enough.
+
 ``chat_stream_options``: on Chat, ``stream_options`` in a request that does not stream: "The
 'stream_options' parameter is only allowed when 'stream' is enabled." A client or gateway
 that always asks for usage in the stream (``{"include_usage": true}``) and also makes plain
@@ -71,6 +77,7 @@ REASONING_EFFORT = "openai_reasoning_effort"
 CHAT_PARAMETER = "responses_chat_parameter"
 MAX_TOKENS = "openai_max_tokens"
 STREAM_OPTIONS = "chat_stream_options"
+HISTORY_SOURCE = "responses_history_source"
 # Chat Completions' name of a parameter -> where Responses takes it.
 _MOVED = {
     "messages": "input",
@@ -272,6 +279,23 @@ def _output_floor(asked: object) -> list[Violation]:
             "more)",
             None,
             param="max_output_tokens",
+        )
+    ]
+
+
+@rule(HISTORY_SOURCE)
+def history_source(seq: MessageSequence) -> list[Violation]:
+    envelope = seq.envelope
+    if envelope.get("previous_response_id") is None or envelope.get("conversation") is None:
+        return []
+    return [
+        violation(
+            HISTORY_SOURCE,
+            "the request continues both a stored response and a conversation; OpenAI: "
+            '"Mutually exclusive parameters. Ensure you are only providing one of: '
+            "'previous_response_id' or 'conversation'.\" (send the conversation alone: it "
+            "holds the responses made in it)",
+            None,
         )
     ]
 
