@@ -1463,3 +1463,15 @@ def test_a_block_anthropic_cannot_read_is_named_with_its_fix_and_renders_back_as
 def test_a_null_tool_result_content_is_left_to_anthropic() -> None:
     request = body(user("hi"), assistant(tool_use("toolu_1")), user(tool_result("toolu_1", None)))
     assert "unknown_kind" not in verdict_of(request).rules
+
+
+def test_a_result_after_text_is_told_results_lead_the_next_message() -> None:
+    request = body(
+        user("hi"),
+        assistant(tool_use("toolu_1")),
+        user({"type": "text", "text": "here:"}, tool_result("toolu_1")),
+    )
+    found = next(v for v in verdict_of(request).violations if v.rule == "misplaced_result")
+    assert "in the user message right after the calls, before any other block of it" in (
+        found.message
+    )

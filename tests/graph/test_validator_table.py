@@ -839,3 +839,12 @@ def test_a_tool_message_without_its_call_id_is_told_so():
     found = verdict_of(body(user("hi"), assistant(None, [call("call_1")]), result)).violations
     orphan = next(v for v in found if v.rule == "orphan_result")
     assert "a tool result without its call's id answers no tool call" in orphan.message
+
+
+def test_a_misplaced_result_is_told_where_chat_takes_it():
+    request = body(user("hi"), assistant(None, [call("call_1")]), user("well?"), tool("call_1"))
+    found = next(v for v in verdict_of(request).violations if v.rule == "misplaced_result")
+    assert found.message.startswith(
+        "tool result 'call_1' is not where its call's results must be: one tool message per "
+        "call, right after the assistant message that made the calls"
+    )

@@ -419,6 +419,18 @@ def _reused_call_id(message: Message, block: ToolCallBlock, first: Message) -> V
     )
 
 
+# Where each API takes a turn's tool results, as a misplaced one is told.
+_RESULT_PLACE: dict[str, str] = {
+    "tool_messages": "one tool message per call, right after the assistant message that made "
+    "the calls, before any other message",
+    "next_turn_leading": "in the user message right after the calls, before any other block "
+    'of it (Anthropic: "Each tool_use block must have a corresponding tool_result block in '
+    'the next message.")',
+    "next_turn": "in the content right after the calls, one response per call",
+    "anywhere_after": "after its call",
+}
+
+
 class _Placement:
     """Walks the messages once, opening a result window after each assistant turn."""
 
@@ -520,7 +532,8 @@ class _Placement:
             self.out.append(
                 violation(
                     MISPLACED_RESULT,
-                    f"tool result '{call_id}' is not where its call's results must be",
+                    f"tool result '{call_id}' is not where its call's results must be: "
+                    + _RESULT_PLACE[self.caps.result_window],
                     message,
                     block,
                 )
