@@ -25,6 +25,7 @@ CAPABILITIES = Capabilities(
     history_holds_tools=True,
     extra_rules=(
         "anthropic_first_message_user",
+        "anthropic_system_message",
         "anthropic_empty_content",
         "anthropic_prefill_unsupported",
         "anthropic_server_tool_result",

@@ -139,7 +139,10 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
             and isinstance(host.blocks[0], TextBlock)
             and host.blocks[0].text == ""
         )
-        if (not blocks or string_empty) and not final_assistant:
+        # A system message of no content that sets output_config is the directive-only form
+        # Anthropic takes at any position ("content: [] with output_config").
+        directive = host.role == "system" and "output_config" in host.attrs
+        if (not blocks or string_empty) and not final_assistant and not directive:
             out.append(
                 violation(
                     EMPTY_CONTENT,

@@ -154,10 +154,10 @@ def _integer(value: object) -> int | None:
 
 def _interleaved(seq: MessageSequence) -> bool:
     """Interleaved thinking turned on."""
-    return any(name.startswith(_INTERLEAVED) for name in _betas(seq))
+    return any(name.startswith(_INTERLEAVED) for name in betas_named(seq))
 
 
-def _betas(seq: MessageSequence) -> list[str]:
+def betas_named(seq: MessageSequence) -> list[str]:
     """The betas the request turns on, by header or (Bedrock's and Vertex's form) by the
     body's ``anthropic_beta`` list."""
     in_body = seq.envelope.get("anthropic_beta")
@@ -171,7 +171,7 @@ def max_tokens(seq: MessageSequence) -> list[Violation]:
     if asked is None or seq.model is None:
         return []
     limit = _output_limit(seq.model)
-    if limit is None or asked <= limit or any(_RAISING_BETA(name) for name in _betas(seq)):
+    if limit is None or asked <= limit or any(_RAISING_BETA(name) for name in betas_named(seq)):
         return []
     return [
         violation(
