@@ -161,6 +161,12 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_tool_choice"],
     ),
     (
+        "the system prompt sent as the first message, as OpenAI takes it",
+        body({"role": "system", "content": "Be brief."}, user("hi")),
+        "REJECTED",
+        ["anthropic_system_message"],
+    ),
+    (
         "a call id with characters Anthropic refuses",
         body(user("hi"), assistant(tool_use("call.1")), user(tool_result("call.1"))),
         "REJECTED",
@@ -721,8 +727,8 @@ VALID: list[tuple[str, dict[str, Any]]] = [
         body(user(text(" "), text("real question")), assistant("ok"), user("go")),
     ),
     (
-        "a final assistant message may be empty (prefill) and a first system message is aside",
-        body({"role": "system", "content": "be brief"}, user("hi"), assistant()),
+        "a final assistant message may be empty (prefill) and the system prompt is aside",
+        body(user("hi"), assistant(), system="be brief"),
     ),
     (
         "a server tool loop finished in one assistant turn",
@@ -1475,3 +1481,47 @@ def test_a_result_after_text_is_told_results_lead_the_next_message() -> None:
     assert "in the user message right after the calls, before any other block of it" in (
         found.message
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "first", "later"),
+    [
+        ("claude-sonnet-4-5", True, True),
+        ("claude-opus-4-7", True, True),
+        ("claude-3-5-haiku-20241022", True, True),
+        ("claude-opus-4-8", True, False),
+        ("claude-opus-5", True, False),
+        ("gateway-model", False, False),
+    ],
+)
+def test_a_system_message_in_messages_is_refused_where_the_model_takes_none(
+    model: str, first: bool, later: bool
+) -> None:
+    """gproxy #209: a system message first is refused on every Claude model, in the words
+    each era of the API gives; one mid-conversation only before Opus 4.8, which takes it."""
+    system = {"role": "system", "content": "Be brief."}
+    opening = body(system, user("hi"), model=model)
+    midway = body(user("hi"), assistant("hello"), user("go on"), system, model=model)
+    assert ("anthropic_system_message" in verdict_of(opening).rules) == first
+    assert ("anthropic_system_message" in verdict_of(midway).rules) == later
+    if first:
+        (found,) = [v for v in verdict_of(opening).violations if v.rule.endswith("message")]
+        said = "Unexpected role" if later else "use the top-level 'system' parameter"
+        assert said in found.message
+
+
+def test_the_directive_only_system_message_and_the_top_level_system_go_up() -> None:
+    directive = {"role": "system", "content": [], "output_config": {"effort": "low"}}
+    assert verdict_of(body(directive, user("hi"), model="claude-opus-4-8")).ready
+    assert verdict_of(body(user("hi"), system="Be brief.", model="claude-sonnet-4-5")).ready
+
+
+def test_a_system_message_under_a_beta_that_sends_them_is_left_to_anthropic() -> None:
+    """The official SDK's tool runner announces tool changes in a system message after the
+    results, on Opus 4.6 too, under the inline-tools beta: not refused there."""
+    request = body(user("hi"), assistant("ok"), user("go"), {"role": "system", "content": "x"})
+    request["model"] = "claude-opus-4-6"
+    assert "anthropic_system_message" in verdict_of(request).rules
+    for names in [("inline-tools-2026-09-15",), ("mid-conversation-system-2026-04-07",)]:
+        seq = get_adapter("anthropic").parse_request(request, RouteInfo(betas=names))
+        assert validate(seq, CAPABILITIES).ready, names

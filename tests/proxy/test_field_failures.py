@@ -1844,6 +1844,37 @@ async def test_claude_code_6695_a_call_input_sent_as_a_string_is_refused_with_th
     assert sent.json()["messages"][2]["content"] == [result]
 
 
+async def test_gproxy_209_a_system_prompt_sent_as_the_first_message_is_refused(
+    make_stack: StackFactory,
+):
+    """LeenHawk/gproxy #209: a Codex developer message converted into Claude's messages[0]
+    as a system message, and Opus 4.8 and Opus 5 refused every request ("messages.0: use the
+    top-level 'system' parameter for the initial system prompt"); before Opus 4.8 any
+    system message in messages is refused ("Unexpected role "system"..."). turngate refuses
+    both before sending; the same prompt in the top-level system field goes up."""
+    stack = await make_stack()
+    prompt = "Answer in one line."
+    ask: Any = {"role": "user", "content": "What changed in the release?"}
+    async with anthropic_sdk(stack) as client:
+        for model, said in [
+            ("claude-opus-4-8", "use the top-level 'system' parameter"),
+            (CLAUDE, 'Unexpected role "system"'),
+        ]:
+            with pytest.raises(anthropic.BadRequestError) as caught:
+                await client.messages.create(
+                    model=model,
+                    max_tokens=256,
+                    messages=[{"role": "system", "content": prompt}, ask],  # type: ignore[list-item]
+                )
+            refused(stack, caught.value, "anthropic_system_message", said)
+        stack.upstream.reply(claude_answer("Streaming retries were fixed."))
+        await client.messages.create(
+            model="claude-opus-4-8", max_tokens=256, system=prompt, messages=[ask]
+        )
+    (sent,) = stack.upstream.received
+    assert sent.json()["system"] == prompt
+
+
 async def test_opencode_23007_a_manual_budget_on_opus_4_7_is_refused_by_name(
     make_stack: StackFactory,
 ):
