@@ -230,7 +230,7 @@ def _print_json(value: object) -> None:
 def _check(args: argparse.Namespace) -> int:
     from turngate.adapters.anthropic.headers import with_headers
     from turngate.adapters.base import RouteInfo
-    from turngate.adapters.gemini.paths import CHAT_PATH, gemini_endpoint
+    from turngate.adapters.gemini.paths import CHAT_PATH, chat_route
     from turngate.checker import check_file, print_reports
 
     sent_with = with_headers(RouteInfo(), [args.anthropic_beta], args.anthropic_version)
@@ -244,10 +244,7 @@ def _check(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        streamed = found["method"] == "streamGenerateContent"
-        gemini_route = RouteInfo(
-            model=found["model"], stream=streamed, endpoint=gemini_endpoint(found)
-        )
+        gemini_route = chat_route(found)
     reports = [
         report
         for path in args.files

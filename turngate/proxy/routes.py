@@ -30,7 +30,7 @@ from turngate.adapters.azure_paths import (
 )
 from turngate.adapters.base import RouteInfo
 from turngate.adapters.batches import batch_route
-from turngate.adapters.gemini.paths import CHAT_PATH, CLAUDE_ON_VERTEX, gemini_endpoint
+from turngate.adapters.gemini.paths import CHAT_PATH, CLAUDE_ON_VERTEX, chat_route
 from turngate.graph.model import ApiName
 from turngate.proxy.egress import EgressProxy, proxy_for
 from turngate.settings import Settings
@@ -213,9 +213,5 @@ def _parsed(
                 streamed = claude["method"] == "streamRawPredict"
                 return "anthropic", RouteInfo(model=claude["model"], stream=streamed)
             return None, RouteInfo()
-        return "gemini", RouteInfo(
-            model=found["model"],
-            stream=found["method"] == "streamGenerateContent",
-            endpoint=gemini_endpoint(found),
-        )
+        return "gemini", chat_route(found)
     assert_never(provider)

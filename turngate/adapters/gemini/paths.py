@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from turngate.adapters.base import RouteInfo
 from turngate.graph.model import Endpoint
 
 CHAT_PATH = re.compile(
@@ -29,6 +30,12 @@ def gemini_endpoint(found: re.Match[str]) -> Endpoint:
     or a deployed endpoint; the Gemini API otherwise."""
     vertex = found["version"] == "v1beta1" or found["project"] or found["publisher"]
     return "vertex" if vertex or found["kind"] == "endpoints" else "gemini_api"
+
+
+def chat_route(found: re.Match[str]) -> RouteInfo:
+    """What a chat path says of its request: the model, whether it streams, the service."""
+    streamed = found["method"] == "streamGenerateContent"
+    return RouteInfo(model=found["model"], stream=streamed, endpoint=gemini_endpoint(found))
 
 
 def chat_path_template(found: re.Match[str]) -> str:

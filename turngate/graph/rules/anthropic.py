@@ -72,7 +72,9 @@ MAX_CACHE_BREAKPOINTS = 4
 SERVER_TOOL_ID_PATTERN = re.compile(r"srvtoolu_[a-zA-Z0-9_]+")
 # A Claude model's version from its id: "claude-sonnet-4-6", "claude-opus-4-7@20260101",
 # "claude-fable-5-1"; a minor of one or two digits, so that "claude-sonnet-4-20250514" is 4.0.
-_CLAUDE_VERSION = re.compile(r"claude-[a-z]+-(\d+)(?:-(\d{1,2})(?!\d))?")
+_CLAUDE_VERSION = re.compile(r"claude-([a-z]+)-(\d+)(?:-(\d{1,2})(?!\d))?")
+# The 3.x names, which put the version before the family: "claude-3-5-haiku-20241022".
+_CLAUDE_3 = re.compile(r"claude-3(?:-[57])?-[a-z]+")
 _PREFILL_TEXT = (
     "This model does not support assistant message prefill. The conversation must end with a "
     "user message."
@@ -213,10 +215,22 @@ def _empty_system_texts(seq: MessageSequence) -> list[Violation]:
 def claude_version(model: str | None) -> tuple[int, int] | None:
     """A Claude model's (major, minor) from its id; None for the 3.x names
     ("claude-3-7-sonnet") and any other model."""
+    found = claude_family(model)
+    return found[1:] if found is not None else None
+
+
+def claude_family(model: str | None) -> tuple[str, int, int] | None:
+    """A Claude model's (family, major, minor) from its id: ("opus", 4, 1)."""
     version = _CLAUDE_VERSION.search(model or "")
     if version is None:
         return None
-    return int(version.group(1)), int(version.group(2) or 0)
+    return version.group(1), int(version.group(2)), int(version.group(3) or 0)
+
+
+def claude_3_name(model: str | None) -> str | None:
+    """A Claude 3.x model's name without its date ("claude-3-5-haiku"); None for any other."""
+    found = _CLAUDE_3.search(model or "")
+    return found.group(0) if found is not None else None
 
 
 def _refuses_prefill(model: str | None) -> bool:

@@ -40,7 +40,12 @@ from typing import Any
 
 from turngate.graph.model import MessageSequence
 from turngate.graph.rules import rule
-from turngate.graph.rules.anthropic import claude_version, thinking_type
+from turngate.graph.rules.anthropic import (
+    claude_3_name,
+    claude_family,
+    claude_version,
+    thinking_type,
+)
 from turngate.graph.validator import Violation, violation
 
 THINKING_MODE = "anthropic_thinking_mode"
@@ -73,7 +78,6 @@ _OUTPUT_LIMITS = {
     ("fable", 5, 0): 128_000,
 }
 _CLAUDE_3_LIMITS = {"claude-3-haiku": 4_096, "claude-3-5-haiku": 8_192, "claude-3-7-sonnet": 64_000}
-_CLAUDE_MODEL = re.compile(r"claude-([a-z]+)-(\d+)(?:-(\d{1,2})(?!\d))?|claude-3(?:-[57])?-[a-z]+")
 # Betas that raise a model's output limit: output-128k-2025-02-19 (Claude 3.7 Sonnet),
 # output-300k-2026-03-24, max-tokens-3-5-sonnet-2024-07-15.
 _RAISING_BETA = re.compile(r"output-|max-tokens-").match
@@ -185,13 +189,11 @@ def max_tokens(seq: MessageSequence) -> list[Violation]:
 
 
 def _output_limit(model: str) -> int | None:
-    found = _CLAUDE_MODEL.search(model)
-    if found is None:
-        return None
-    if found.group(1) is None:
-        return _CLAUDE_3_LIMITS.get(found.group(0))
-    version = (found.group(1), int(found.group(2)), int(found.group(3) or 0))
-    return _OUTPUT_LIMITS.get(version)
+    family = claude_family(model)
+    if family is not None:
+        return _OUTPUT_LIMITS.get(family)
+    name = claude_3_name(model)
+    return _CLAUDE_3_LIMITS.get(name) if name is not None else None
 
 
 @rule(SAMPLING)

@@ -23,7 +23,7 @@ import re
 
 from turngate.graph.model import Message, MessageSequence
 from turngate.graph.rules import rule
-from turngate.graph.rules.anthropic import claude_version
+from turngate.graph.rules.anthropic import claude_3_name, claude_version
 from turngate.graph.rules.anthropic_settings import betas_named
 from turngate.graph.validator import Violation, violation
 
@@ -34,7 +34,6 @@ MID_CONVERSATION_SYSTEM = (4, 8)
 _SYSTEM_BLOCK = "mid_conv_system"
 # Betas under which a model before 4.8 takes system messages in ``messages``.
 _SYSTEM_BETA = re.compile(r"inline-tools-|mid-conversation-system-").match
-_CLAUDE_3 = re.compile(r"claude-3(?:-[57])?-[a-z]+").search
 _FIRST = "messages.0: use the top-level 'system' parameter for the initial system prompt"
 _UNEXPECTED = (
     'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
@@ -81,7 +80,7 @@ def _takes_none(model: str) -> bool:
     version = claude_version(model)
     if version is not None:
         return version < MID_CONVERSATION_SYSTEM
-    return _CLAUDE_3(model) is not None
+    return claude_3_name(model) is not None
 
 
 def _has_content(message: Message) -> bool:
