@@ -37,6 +37,7 @@ CAPABILITIES = Capabilities(
         "gemini_function_count",
         "gemini_function_names_unique",
         "gemini_tool_schemas",
+        "gemini_schema_fields",
         "gemini_thinking_config",
         "gemini_tool_combination",
         "gemini_penalty",

@@ -24,7 +24,7 @@ import mimetypes
 from typing import Any
 
 from turngate.adapters.gemini.parts import DUMMY_SIGNATURE
-from turngate.adapters.gemini.request import ADAPTER_ID, API, TOOL_INDEX
+from turngate.adapters.gemini.request import ADAPTER_ID, API
 from turngate.errors import BadRequestBody, UnsupportedInTarget
 from turngate.graph.capabilities import Capabilities
 from turngate.graph.model import (
@@ -44,7 +44,7 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.normalize import fit_to, result_value
-from turngate.graph.rules.gemini import PARAMETERS_KEY
+from turngate.graph.rules.gemini import PARAMETERS_KEY, TOOL_INDEX
 from turngate.graph.validator import arguments_complete
 
 _INSTRUCTION_ROLES = ("system", "developer")

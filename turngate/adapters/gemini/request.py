@@ -41,16 +41,12 @@ from turngate.graph.model import (
     ToolResultBlock,
     UnknownBlock,
 )
-from turngate.graph.rules.gemini import NATIVE, PARAMETERS_KEY
+from turngate.graph.rules.gemini import NATIVE, OPENAPI_PARAMETERS, PARAMETERS_KEY, TOOL_INDEX
 
 API: ApiName = "gemini"
 ADAPTER_ID = "gemini@1"
 
 ROLE_ABSENT = "$roleAbsent"
-# Which entry of ``tools`` a declaration came from, the key its parameters were under, and
-# the OpenAPI-style original when ``parameters`` had to be turned into JSON Schema.
-TOOL_INDEX = "$tool"
-OPENAPI_PARAMETERS = "$openapiParameters"
 
 # ``user`` and ``model`` (the SDK's two), and the roles the API has taken too since 2026
 # ("Please use a valid role: SYSTEM, USER, ASSISTANT, DEVELOPER, …, MODEL": sashiko PR #500,

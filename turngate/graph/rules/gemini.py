@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from turngate.graph.codec import json_type
 from turngate.graph.model import (
@@ -52,10 +52,12 @@ _SIGNATURE_TEXT = "Function call is missing a thought_signature in functionCall 
 # spellings of a part's signature (the gemini adapter reads them through ``thought_signature``).
 NATIVE = "$native"
 SIGNATURE_KEYS = ("thoughtSignature", "thought_signature")
-# Where the adapter notes the ``tools[]`` entry a declaration came from, and the key its
-# parameters were under.
+# Where the adapter notes the ``tools[]`` entry a declaration came from, the key its
+# parameters were under, and the OpenAPI-style original when ``parameters`` had to be turned
+# into JSON Schema.
 TOOL_INDEX = "$tool"
 PARAMETERS_KEY = "$parametersKey"
+OPENAPI_PARAMETERS = "$openapiParameters"
 NAME_PATTERN = "gemini_name_pattern"
 # What every Gemini backend takes as a function's name (the google-genai SDK's
 # ``FunctionDeclaration.name``; the Gemini API's own message says 64 characters, Vertex AI's
@@ -309,27 +311,48 @@ def openapi_schema_faults(seq: MessageSequence) -> list[Violation]:
     type": claude-code-router #475, azure-devops-mcp #145). The response schema
     (``generationConfig.responseSchema``) is judged the same way. ``parametersJsonSchema``
     and ``responseJsonSchema`` are left to Gemini."""
-    # Each schema judged: who declares it, where, and the schema (None: left to Gemini).
-    judged: list[tuple[str, str, object]] = [
-        (
-            f"function {tool.name!r}",
-            f"tools[{entry}].function_declarations[{position}].parameters",
-            tool.parameters if tool.attrs.get(PARAMETERS_KEY) == "parameters" else None,
-        )
-        for entry, tools in _declarations(seq).items()
-        for position, tool in enumerate(tools)
-    ]
-    response_schema = _response_schema(seq)
-    if response_schema is not None:
-        judged.append(("the response schema", "generation_config.response_schema", response_schema))
-    faults = judge_toolset([(schema, False) for _who, _where, schema in judged])
+    judged = openapi_schemas(seq)
+    faults = judge_toolset([(s.schema, False) for s in judged])
     out: list[Violation] = []
     for kind, code, worded in _SCHEMA_FAULTS:
         for fault in getattr(faults, kind):
-            who, where, _schema = judged[fault.position]
-            field = f"{where}{_gemini_path(fault.path)}"
-            out.append(violation(code, worded(who, field, fault.words), None))
+            found = judged[fault.position]
+            field = f"{found.where}{gemini_path(fault.path)}"
+            out.append(violation(code, worded(found.who, field, fault.words), None))
     return out
+
+
+class OpenApiSchema(NamedTuple):
+    """A schema the request gives in Gemini's OpenAPI form."""
+
+    who: str
+    where: str
+    """Gemini's field path to it."""
+    schema: object
+    """As JSON Schema (the adapter's reading); None: given as JSON Schema, left to Gemini."""
+    native: object
+    """As the request wrote it."""
+
+
+def openapi_schemas(seq: MessageSequence) -> list[OpenApiSchema]:
+    """Each function's ``parameters`` and the response schema, in the order Gemini reads them."""
+    judged: list[OpenApiSchema] = []
+    for entry, tools in _declarations(seq).items():
+        for position, tool in enumerate(tools):
+            openapi = tool.attrs.get(PARAMETERS_KEY) == "parameters"
+            judged.append(
+                OpenApiSchema(
+                    f"function {tool.name!r}",
+                    f"tools[{entry}].function_declarations[{position}].parameters",
+                    tool.parameters if openapi else None,
+                    tool.attrs.get(OPENAPI_PARAMETERS, tool.parameters) if openapi else None,
+                )
+            )
+    response_schema = _response_schema(seq)
+    if response_schema is not None:
+        where = "generation_config.response_schema"
+        judged.append(OpenApiSchema("the response schema", where, response_schema, response_schema))
+    return judged
 
 
 def _response_schema(seq: MessageSequence) -> object:
@@ -386,7 +409,7 @@ _SCHEMA_FAULTS: tuple[tuple[str, str, Callable[[str, str, str], str]], ...] = (
 )
 
 
-def _gemini_path(path: tuple[str, ...]) -> str:
+def gemini_path(path: tuple[str, ...]) -> str:
     """``('properties', 'tags', 'anyOf', '1')`` as Gemini writes it:
     ``.properties[tags].any_of[1]``."""
     out, keys = "", iter(path)
