@@ -492,6 +492,86 @@ def test_an_enum_gemini_takes_only_as_strings_is_refused_with_geminis_words():
     assert check(declared("parametersJsonSchema", prop(type="integer", enum=[0, 1]))).ready
 
 
+def on(endpoint: Endpoint | None, request: dict[str, Any]) -> list[str]:
+    """The messages of the rules that refuse ``request`` sent on ``endpoint``'s paths."""
+    route = RouteInfo(model="gemini-2.5-flash", stream=False, endpoint=endpoint)
+    verdict = validate(ADAPTER.parse_request(request, route), CAPABILITIES)
+    return [v.message for v in verdict.violations]
+
+
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [
+        pytest.param(
+            {"$schema": "http://json-schema.org/draft-07/schema#", "type": "OBJECT"},
+            "Unknown name \"$schema\" at 'tools[0].function_declarations[1].parameters': Cannot "
+            "find field.",
+            id="mcp-schema-uri",
+        ),
+        pytest.param(
+            {"type": "OBJECT", "properties": {"limit": {"type": "INTEGER", "exclusiveMinimum": 0}}},
+            'Unknown name "exclusiveMinimum" at \'tools[0].function_declarations[1].parameters.'
+            "properties[limit]'",
+            id="zod-positive",
+        ),
+        pytest.param(
+            {"type": "OBJECT", "properties": {"unit": {"anyOf": [{"const": "c"}, {"const": "f"}]}}},
+            'Unknown name "const" at \'tools[0].function_declarations[1].parameters.properties'
+            "[unit].any_of[0]'",
+            id="literal-in-any-of",
+        ),
+        pytest.param(
+            {"type": "OBJECT", "properties": {"tags": {"type": "ARRAY", "items": {"oneOf": []}}}},
+            'Unknown name "oneOf" at \'tools[0].function_declarations[1].parameters.properties'
+            "[tags].items'",
+            id="nested-in-items",
+        ),
+        pytest.param(
+            {"type": "OBJECT", "properties": {"due": {"type": ["STRING", "NULL"]}}},
+            'Unknown name "type" at \'tools[0].function_declarations[1].parameters.properties'
+            "[due]': Proto field is not repeating, cannot start list.",
+            id="type-list",
+        ),
+    ],
+)
+def test_a_schema_field_gemini_cannot_read_is_refused_on_both_services(
+    schema: dict[str, Any], words: str
+):
+    """CLIProxyAPI #97, qwen-code #1186, jan #5927 ($schema), zed #44875 (const), genspark
+    genoffice #186 (a type list): Gemini reads ``parameters`` into its own Schema and fails
+    the whole request on a field it has no place for. The JSON Schema form is Gemini's to
+    judge, and a property merely named like a keyword is a name."""
+    for endpoint in (None, "gemini_api", "vertex"):
+        (message,) = on(endpoint, declared("parameters", schema))
+        assert words in message
+        assert "function 'add_notes'" in message
+        assert "parametersJsonSchema" in message
+    assert not on("gemini_api", declared("parametersJsonSchema", schema))
+    named = {"type": "OBJECT", "properties": {"const": {"type": "STRING"}}, "required": ["const"]}
+    nullable = {"type": "OBJECT", "properties": {"due": {"type": "STRING", "nullable": True}}}
+    for fine in (named, nullable):
+        assert not on("gemini_api", declared("parameters", fine))
+
+
+def test_additional_properties_is_refused_on_the_gemini_api_only():
+    """openswarm #24: "Unknown name "additionalProperties" at '…parameters': Cannot find
+    field." from the Gemini API; Vertex AI's Schema has the field. Either spelling (google-genai
+    writes the protocol's), in parameters or in the response schema."""
+    for key in ("additionalProperties", "additional_properties"):
+        closed = {"type": "OBJECT", "properties": {"a": {"type": "STRING"}}, key: False}
+        (message,) = on("gemini_api", declared("parameters", closed))
+        assert f"Unknown name \"{key}\" at 'tools[0].function_declarations[1].parameters'" in (
+            message
+        )
+        assert "the Gemini API's schema has no field" in message
+        assert not on("vertex", declared("parameters", closed))
+        assert not on(None, declared("parameters", closed))
+        structured = {**body(ASK), "generationConfig": {"responseSchema": closed}}
+        (message,) = on("gemini_api", structured)
+        assert "at 'generation_config.response_schema'" in message
+        assert "responseJsonSchema" in message
+
+
 def test_a_function_declared_twice_is_refused_in_one_entry_or_across_two():
     """reyn, SemSpec, an Elastic MCP demo: an MCP toolset and the same function registered
     by hand; Gemini answers "Duplicate function declaration found: list_actions" (OpenAI

@@ -2170,6 +2170,53 @@ async def test_claude_code_router_475_an_enum_on_a_schema_with_no_type_is_refuse
 
 
 @GENAI_AIOHTTP_WARNING
+async def test_cliproxyapi_97_a_json_schema_keyword_gemini_cannot_read_is_refused_by_name(
+    make_stack: StackFactory,
+):
+    """router-for-me/CLIProxyAPI #97 (and qwen-code #1186, jan #5927, zed #44875): MCP tools
+    forwarded to Gemini with their JSON Schema as ``parameters`` (``$schema``, zod's
+    ``exclusiveMinimum``) got "Invalid JSON payload received. Unknown name "$schema" at
+    'tools[0].function_declarations[0].parameters': Cannot find field." for every request.
+    turngate refuses it before sending, naming the function and the field; the same schema
+    as ``parametersJsonSchema`` goes up. (The Python SDK's Schema type refuses these keywords
+    itself; proxies and REST clients send them, so the tools go in raw.)"""
+    stack = await make_stack()
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"limit": {"type": "integer", "exclusiveMinimum": 0}},
+    }
+
+    async def ask(key: str) -> None:
+        declaration = {"name": "list_issues", key: schema}
+        raw = genai_types.HttpOptions(
+            extra_body={"tools": [{"functionDeclarations": [declaration]}]}
+        )
+        client = genai_sdk(stack)
+        try:
+            await client.aio.models.generate_content(
+                model="gemini-2.5-flash",
+                contents="Any open bugs?",
+                config=genai_types.GenerateContentConfig(http_options=raw),
+            )
+        finally:
+            await client.aio.aclose()
+
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await ask("parameters")
+    assert caught.value.code == 400
+    refused(stack, caught.value, "gemini_schema_field", "list_issues")
+    words = "Unknown name \"$schema\" at 'tools[0].function_declarations[0].parameters'"
+    assert words in str(caught.value.message)
+    text = {"role": "model", "parts": [{"text": "None open."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    await ask("parametersJsonSchema")
+    (received,) = stack.upstream.received
+    declared = received.json()["tools"][0]["functionDeclarations"][0]
+    assert declared["parametersJsonSchema"] == schema
+
+
+@GENAI_AIOHTTP_WARNING
 async def test_a_function_declared_twice_for_gemini_is_refused_by_name(
     make_stack: StackFactory,
 ):

@@ -209,3 +209,43 @@ async def test_an_output_limit_past_the_models_is_refused_on_vertex_only(
         (received,) = stack.upstream.received
         assert received.json()["generationConfig"]["maxOutputTokens"] == 65536
     await sdk.aio.aclose()
+
+
+@pytest.mark.parametrize(("settings", "model", "path"), CLIENTS)
+async def test_additional_properties_is_refused_on_the_gemini_api_only(
+    stack: Stack, settings: dict[str, Any], model: str, path: str
+):
+    """A function whose parameters close their object (``additionalProperties: false``, what
+    a strict-minded converter writes): the Gemini API has no such field in its schema ("Unknown
+    name "additionalProperties" at 'tools[0].function_declarations[0].parameters': Cannot find
+    field.", openswarm #24; the SDK refuses a true one itself), so turngate refuses it on the
+    Gemini API's paths, in either spelling; Vertex AI's schema has the field, so its paths
+    relay it."""
+    sdk = sdk_for(stack, settings)
+    closed = types.Schema(
+        type=types.Type.OBJECT,
+        properties={"city": types.Schema(type=types.Type.STRING)},
+        additional_properties=False,
+    )
+    weather = types.FunctionDeclaration(name="get_weather", parameters=closed)
+    config = types.GenerateContentConfig(tools=[types.Tool(function_declarations=[weather])])
+    text = {"role": "model", "parts": [{"text": "Sunny."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    ask = "Weather in Lyon?"
+    if settings.get("vertexai"):
+        await sdk.aio.models.generate_content(model=model, contents=ask, config=config)
+        (received,) = stack.upstream.received
+        sent = received.json()["tools"][0]["functionDeclarations"][0]["parameters"]
+        assert sent["additional_properties"] is False
+    else:
+        with pytest.raises(errors.ClientError) as raised:
+            await sdk.aio.models.generate_content(model=model, contents=ask, config=config)
+        assert raised.value.response.headers["Turngate-Rejection"] == "gemini_schema_field"
+        message = str(raised.value.message)
+        # The SDK writes the field as the protocol names it.
+        assert 'Unknown name "additional_properties" at \'tools[0].function_declarations[0]' in (
+            message
+        )
+        assert "get_weather" in message
+        assert stack.upstream.received == []
+    await sdk.aio.aclose()
