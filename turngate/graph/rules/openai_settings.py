@@ -44,7 +44,8 @@ ExtractThinker #346, catwalk #41, obsidian-copilot #256, NextChat #3195). On Res
 ``max_output_tokens`` under 16, whatever the model: "Invalid 'max_output_tokens': integer
 below minimum value. Expected a value >= 16, but got 10 instead." A connection test that asks
 for a few tokens, or a limit clamped to what is left of the window (hindsight #58, new-api
-#2438, Work-Review #41).
+#2438, Work-Review #41); and one above what the model writes, held to the same limits as
+Chat's, in the same words.
 
 ``responses_history_source``: a Responses request that continues both a stored response and
 a conversation (``previous_response_id`` beside ``conversation``): "Mutually exclusive
@@ -242,13 +243,11 @@ MIN_OUTPUT_TOKENS = 16
 @rule(MAX_TOKENS)
 def max_tokens(seq: MessageSequence) -> list[Violation]:
     envelope = seq.envelope
-    if seq.api == "openai_responses":
-        return _output_floor(envelope.get("max_output_tokens"))
-    asked = [
-        (name, value)
-        for name in ("max_completion_tokens", "max_tokens")
-        if type(value := envelope.get(name)) is int
-    ]
+    responses = seq.api == "openai_responses"
+    if responses and (floor := _output_floor(envelope.get("max_output_tokens"))):
+        return floor
+    names = ("max_output_tokens",) if responses else ("max_completion_tokens", "max_tokens")
+    asked = [(name, value) for name in names if type(value := envelope.get(name)) is int]
     limit = _output_limit(seq.model) if asked and seq.model else None
     if limit is None:
         return []
