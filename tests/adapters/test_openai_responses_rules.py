@@ -560,6 +560,33 @@ def test_an_output_limit_under_16_is_refused_whatever_the_model(tokens: int, ref
             ) in found[0].message
 
 
+@pytest.mark.parametrize(
+    ("model", "tokens", "refused"),
+    [
+        ("gpt-4o", 16_385, True),
+        ("gpt-4o", 16_384, False),
+        ("gpt-4.1-mini", 32_769, True),
+        ("o4-mini", 100_001, True),
+        ("gpt-5", 128_000, False),
+        ("gpt-5", 128_001, True),
+        ("gpt-5.4", 1_000_000, False),
+    ],
+)
+def test_an_output_limit_past_the_models_is_refused_as_on_chat(
+    model: str, tokens: int, refused: bool
+):
+    """forgecode #1185's limit, set for another model, sent through Responses: held to the
+    same per-model limits as Chat's, in OpenAI's words; a model left out of the table is left
+    to OpenAI."""
+    seq = ADAPTER.parse_request({"model": model, "input": "hello", "max_output_tokens": tokens})
+    found = validate(seq, CAPABILITIES).violations
+    assert [(v.rule, v.location) for v in found] == (
+        [("openai_max_tokens", "max_output_tokens")] if refused else []
+    )
+    if refused:
+        assert f"max_output_tokens is too large: {tokens}." in found[0].message
+
+
 def test_chat_content_parts_sent_to_responses_are_named_with_the_type_each_stands_for() -> None:
     """PraisonAI #3934: a Chat history appended to Responses' input unchanged, its parts
     typed 'text' and 'image_url'. Each is named with the Responses type to send: a user's

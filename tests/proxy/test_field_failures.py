@@ -1022,8 +1022,8 @@ async def test_forgecode_1185_an_output_limit_past_gpt_4os_is_refused_with_its_p
     #256, NextChat #3195): an output limit set for another model (20,480, 32,000) sent to
     GPT-4o, and OpenAI refused the first "hello" ("max_tokens is too large: 20480. This model
     supports at most 16384 completion tokens, whereas you provided 20480."). turngate
-    refuses it before sending, under either parameter name, with OpenAI's param and words;
-    the model's own limit goes up."""
+    refuses it before sending, under either parameter name and as Responses'
+    ``max_output_tokens``, with OpenAI's param and words; the model's own limit goes up."""
     stack = await make_stack()
     ask: Any = [{"role": "user", "content": "hello"}]
     async with openai_sdk(stack) as client:
@@ -1036,6 +1036,11 @@ async def test_forgecode_1185_an_output_limit_past_gpt_4os_is_refused_with_its_p
                 "tokens, whereas you provided 20480."
             ) in message
             assert caught.value.param == name
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-4o", input="hello", max_output_tokens=20480)
+        message = refused(stack, caught.value, "openai_max_tokens")
+        assert "max_output_tokens is too large: 20480. This model supports at most 16384" in message
+        assert caught.value.param == "max_output_tokens"
         stack.upstream.reply(chat_answer())
         await client.chat.completions.create(
             model="gpt-4o", messages=ask, max_completion_tokens=16384
