@@ -281,13 +281,13 @@ def _ends_in_whitespace(blocks: list[AnyBlock]) -> bool:
 
 
 def _says_nothing_of_its_failure(block: AnyBlock) -> TypeGuard[ToolResultBlock]:
-    """A tool result marked ``is_error`` whose content is empty: "", [] or none (a content
-    Anthropic cannot read is left to it)."""
+    """A tool result marked ``is_error`` whose content is empty: "", [], null or none (a
+    content Anthropic cannot read is left to it)."""
     if not isinstance(block, ToolResultBlock) or block.status != "error":
         return False
     if block.attrs.get("$content") == "string":
         return all(isinstance(part, TextBlock) and part.text == "" for part in block.content)
-    return not block.content and "content" not in block.attrs
+    return not block.content and block.attrs.get("content") is None
 
 
 def _empty_error_result(message: Message, block: ToolResultBlock) -> Violation:
