@@ -259,6 +259,16 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_empty_content"],
     ),
     (
+        "a failed tool's result with null content (a tool that returned None)",
+        body(
+            user("hi"),
+            assistant(tool_use("toolu_1")),
+            user(tool_result("toolu_1", content=None, is_error=True)),
+        ),
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
         "a failed tool's result with an empty list",
         body(
             user("hi"),
