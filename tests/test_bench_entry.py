@@ -92,3 +92,17 @@ def test_the_round_trip_benchs_conversation_is_valid_in_every_api(api: str):
 
     rows = _other_api_rows(api, ADAPTER.parse_request(tool_heavy_request()))
     assert len(rows) == 2
+
+
+def test_the_speed_history_reads_as_one_row_per_session_with_a_figure_each():
+    # bench/speed-history.csv is edited by hand each session; the chart is drawn from it.
+    from bench.plot_history import HISTORY, PANELS, latest, read_history
+
+    history = read_history(HISTORY)
+    sessions = [row["session"] for row in history]
+    assert sessions == sorted(set(sessions)), "a session twice, or out of order"
+    columns = [column for *_, panel, _floor in PANELS for column, _label in panel]
+    for row in history:
+        assert set(row) == {"session", *columns}
+        assert all(v is None or v > 0 for v in row.values()), row
+    assert len(latest(history)) == len(columns), "a figure no session measured"
