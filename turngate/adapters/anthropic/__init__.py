@@ -48,6 +48,7 @@ CAPABILITIES = Capabilities(
         "anthropic_tool_schema",
         "anthropic_tool_shape",
         "anthropic_images",
+        "anthropic_citations",
     ),
     # Anthropic-defined client tools, called with tool_use and run by the application;
     # its server tools (web_search_*, web_fetch_*, code_execution_*, tool_search_*) are not.
