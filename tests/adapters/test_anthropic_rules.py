@@ -52,6 +52,22 @@ BROWSER_STATE = {
     "tabs": [{"tab_id": "t1", "title": "Example", "url": "https://example.com", "active": True}],
 }
 
+
+def document(data: str, *, cite: bool | None = None) -> dict[str, Any]:
+    """A plain-text document; ``cite`` sets ``citations.enabled`` (None: no field)."""
+    block: dict[str, Any] = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": data},
+        "title": data[:12],
+    }
+    if cite is not None:
+        block["citations"] = {"enabled": cite}
+    return block
+
+
+SCHEMA_FORMAT = {"format": {"type": "json_schema", "schema": {"type": "object"}}}
+
+
 TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
     (
         "orphaned result",
@@ -257,6 +273,46 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ),
         "REJECTED",
         ["anthropic_empty_content"],
+    ),
+    (
+        "a fetched document without citations beside the user's documents that cite",
+        body(
+            user(document("The sky is blue.", cite=True), text("What colour is it?")),
+            assistant(tool_use("toolu_1")),
+            user(tool_result("toolu_1", content=[document("Grass is green.")])),
+        ),
+        "REJECTED",
+        ["anthropic_citations"],
+    ),
+    (
+        "a document with citations disabled beside one that enables them",
+        body(user(document("A.", cite=True), document("B.", cite=False), text("Compare."))),
+        "REJECTED",
+        ["anthropic_citations"],
+    ),
+    (
+        "a citing document and structured output",
+        body(user(document("A.", cite=True), text("Summarise.")), output_config=SCHEMA_FORMAT),
+        "REJECTED",
+        ["anthropic_citations"],
+    ),
+    (
+        "a citing search result and the older output_format",
+        body(
+            user(
+                {
+                    "type": "search_result",
+                    "source": "https://example.com/a",
+                    "title": "A",
+                    "content": [text("one"), text("two")],
+                    "citations": {"enabled": True},
+                },
+                text("Summarise."),
+            ),
+            output_format=SCHEMA_FORMAT["format"],
+        ),
+        "REJECTED",
+        ["anthropic_citations"],
     ),
     (
         "a failed tool's result with null content (a tool that returned None)",
@@ -695,6 +751,21 @@ def test_each_invalid_sequence_gets_its_rule(
 
 
 VALID: list[tuple[str, dict[str, Any]]] = [
+    (
+        "documents that all cite, across a tool result",
+        body(
+            user(document("A.", cite=True), text("Compare.")),
+            assistant(tool_use("toolu_1")),
+            user(tool_result("toolu_1", content=[document("B.", cite=True)])),
+        ),
+    ),
+    (
+        "documents none of which cite, beside structured output",
+        body(
+            user(document("A."), document("B.", cite=False), text("Compare.")),
+            output_config=SCHEMA_FORMAT,
+        ),
+    ),
     (
         "an empty result of a tool that did not fail, and a failed one that says why",
         body(
