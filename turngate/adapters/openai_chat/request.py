@@ -385,14 +385,50 @@ def _parse_part(
                 attrs=attrs,
                 **common,
             )
-    untyped = None
+    fix: str | None = None
     if "type" not in part:
         message, position = place
-        untyped = (
+        fix = (
             f"the part has no type; OpenAI: \"Missing required parameter: 'messages[{message}]."
             f"content[{position}].type'.\" {UNTYPED_PART_FIX}"
         )
-    return UnknownBlock(native_type=str(kind), attrs=with_hint(dict(part), untyped), **common)
+    elif isinstance(kind, str) and kind in _FOREIGN_PARTS:
+        message, position = place
+        fix = (
+            f"OpenAI, of 'messages[{message}].content[{position}].type': \"Invalid value: "
+            f"'{kind}'. {_CHAT_PARTS}\" ({_FOREIGN_PARTS[kind]})"
+        )
+    return UnknownBlock(native_type=str(kind), attrs=with_hint(dict(part), fix), **common)
+
+
+_CHAT_PARTS = (
+    "Supported values are: 'text', 'image_url', 'input_audio', 'refusal', 'audio', and 'file'."
+)
+_AS_TEXT = "type it 'text'"
+_AS_IMAGE = 'send it as {"type": "image_url", "image_url": {"url": ...}}'
+_AS_FILE = 'send it as {"type": "file", "file": {"file_data": ...} or {"file_id": ...}}'
+_NO_REASONING = "Chat takes no reasoning back in its history: leave it out"
+_AS_CALL = "send a call in the assistant message's tool_calls"
+_AS_RESULT = 'send a result as a {"role": "tool", "tool_call_id": ...} message'
+# Parts of the other APIs, in a history carried over from another provider (or a
+# framework's own blocks), and what Chat takes for each.
+_FOREIGN_PARTS = {
+    "input_text": _AS_TEXT,
+    "output_text": _AS_TEXT,
+    "image": _AS_IMAGE,
+    "input_image": _AS_IMAGE,
+    "document": _AS_FILE,
+    "input_file": _AS_FILE,
+    "thinking": _NO_REASONING,
+    "redacted_thinking": _NO_REASONING,
+    "reasoning": _NO_REASONING,
+    "tool_use": _AS_CALL,
+    "function_call": _AS_CALL,
+    "functionCall": _AS_CALL,
+    "tool_result": _AS_RESULT,
+    "function_call_output": _AS_RESULT,
+    "functionResponse": _AS_RESULT,
+}
 
 
 def _parse_call(block_id: str, call: Any, order: OrderCounter) -> AnyBlock:
