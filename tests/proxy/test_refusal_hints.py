@@ -67,6 +67,41 @@ async def test_chat_turns_under_gemini_role_model_are_told_to_use_assistant(
     )
 
 
+async def test_a_history_carried_over_from_another_api_is_told_what_chat_takes_instead(
+    make_stack: StackFactory,
+):
+    """A conversation begun with Claude (its thinking and image blocks kept) or Gemini (a
+    functionCall part) and continued with an OpenAI model: OpenAI refuses the part ("Invalid
+    value: 'thinking'. Supported values are: 'text', 'image_url', …", reported by agent
+    frameworks on every model switch). Each part is named with what Chat takes instead."""
+    stack = await make_stack()
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    carried: list[tuple[dict[str, Any], str, str]] = [
+        (
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "Paris is warm."}]},
+            "'messages[1].content[0].type'",
+            "Chat takes no reasoning back in its history: leave it out",
+        ),
+        (
+            {"role": "user", "content": [{"type": "image", "source": png}]},
+            "'messages[1].content[0].type'",
+            'send it as {"type": "image_url", "image_url": {"url": ...}}',
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "functionCall", "functionCall": {}}]},
+            "'messages[1].content[0].type'",
+            "send a call in the assistant message's tool_calls",
+        ),
+    ]
+    async with openai_sdk(stack) as client:
+        for message, param, fix in carried:
+            kind = message["content"][0]["type"]
+            messages: Any = [{"role": "user", "content": "Weather in Paris?"}, message]
+            with pytest.raises(openai.BadRequestError) as caught:
+                await client.chat.completions.create(model="gpt-4o", messages=messages)
+            assert_refused(caught.value, stack, param, f"Invalid value: '{kind}'.", fix)
+
+
 async def test_chat_output_under_the_deprecated_function_role_is_told_to_use_a_tool_message(
     make_stack: StackFactory,
 ):
