@@ -185,6 +185,8 @@ def parse_part(
         label = "+".join(camel for camel, _k in found) or ",".join(sorted(part)) or "empty"
         return _unknown(block_id, role, order, f"part:{label}", part)
     camel, key = found[0]
+    if "type" in part:
+        return _unknown(block_id, role, order, f"part:{camel}+type", part, hint=_TYPED_PART)
     spelling = Spelling()
     spelling.read(part, camel)
     value = part[key]
@@ -210,6 +212,14 @@ def parse_part(
     if camel in _SERVER_TOOL_FIELDS and isinstance(value, dict):
         return _server_tool(camel, value, part, common)
     return UnknownBlock(native_type=camel, attrs={NATIVE: part}, **common)
+
+
+# Another API's part, its discriminator kept: Gemini's Part has no field of that name.
+_TYPED_PART = (
+    'the part holds "type", which Gemini\'s parts do not have; Gemini: "Invalid JSON payload '
+    'received. Unknown name "type" at \'contents[…].parts[…]\': Cannot find field." (leave '
+    '"type" out: {"text": ...}, {"inlineData": ...})'
+)
 
 
 def _unknown(
