@@ -207,3 +207,26 @@ async def test_gemini_responses_with_no_name_are_told_to_carry_their_calls_name(
     fix = 'Gemini: "function_response.name: Name cannot be empty."'
     assert_refused(caught.value, stack, "contents[2]", "functionResponse (malformed)", fix)
     assert "scope_crossing" not in str(caught.value)
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_gemini_parts_kept_in_another_apis_shape_are_told_to_leave_type_out(
+    make_stack: StackFactory,
+):
+    """A history converted from Chat or Anthropic keeps each part's discriminator
+    (``{"type": "text", "text": …}``); Gemini's Part has no such field and fails the request
+    ("Unknown name "type" at 'contents[0].parts[0]': Cannot find field."). The SDK's own
+    types refuse the field; REST clients send it, so the contents go in raw."""
+    stack = await make_stack()
+    raw = [{"role": "user", "parts": [{"type": "text", "text": "Weather in Paris?"}]}]
+    config = genai_types.GenerateContentConfig(
+        http_options=genai_types.HttpOptions(extra_body={"contents": raw})
+    )
+    client = genai_sdk(stack)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        await client.aio.models.generate_content(
+            model="gemini-2.5-flash", contents="placeholder", config=config
+        )
+    await client.aio.aclose()
+    fix = '(leave "type" out: {"text": ...}'
+    assert_refused(caught.value, stack, "contents[0]", "part:text+type", fix)
