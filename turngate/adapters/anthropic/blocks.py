@@ -423,9 +423,43 @@ def _part_hint(part: dict[str, Any]) -> str | None:
     without its text."""
     if "type" not in part:
         return f"the block has no type {UNTYPED_PART_FIX}"
-    if part.get("type") == "text" and not isinstance(part.get("text"), str):
+    kind = part.get("type")
+    if kind == "text" and not isinstance(part.get("text"), str):
         return f"a text block's text must be a string, not a JSON {json_type(part.get('text'))}"
+    if isinstance(kind, str) and kind in _FOREIGN_BLOCKS:
+        return (
+            f"Anthropic: \"Input tag '{kind}' found using 'type' does not match any of the "
+            f"expected tags: 'text', 'image', 'document', …\" ({_FOREIGN_BLOCKS[kind]})"
+        )
     return None
+
+
+_AS_TEXT = "type it 'text'"
+_AS_IMAGE = (
+    'send it as {"type": "image", "source": {"type": "base64", ...} or {"type": "url", ...}}'
+)
+_AS_DOCUMENT = 'send it as {"type": "document", "source": ...}'
+_NO_REASONING = (
+    "Claude takes back only the thinking blocks it answered with; another model's reasoning "
+    "has no place in the history: leave it out"
+)
+_AS_CALL = "send a call as a tool_use block in the assistant message"
+_AS_RESULT = "send a result as a tool_result block (its tool_use_id) in the next user message"
+# Blocks of the other APIs, in a history carried over from another provider (or a framework's
+# own), and what Anthropic takes for each.
+_FOREIGN_BLOCKS = {
+    "input_text": _AS_TEXT,
+    "output_text": _AS_TEXT,
+    "image_url": _AS_IMAGE,
+    "input_image": _AS_IMAGE,
+    "file": _AS_DOCUMENT,
+    "input_file": _AS_DOCUMENT,
+    "reasoning": _NO_REASONING,
+    "function_call": _AS_CALL,
+    "functionCall": _AS_CALL,
+    "function_call_output": _AS_RESULT,
+    "functionResponse": _AS_RESULT,
+}
 
 
 def _native_type(part: dict[str, Any]) -> str:
