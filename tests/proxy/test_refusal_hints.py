@@ -230,3 +230,53 @@ async def test_gemini_parts_kept_in_another_apis_shape_are_told_to_leave_type_ou
     await client.aio.aclose()
     fix = '(leave "type" out: {"text": ...}'
     assert_refused(caught.value, stack, "contents[0]", "part:text+type", fix)
+
+
+async def test_a_history_carried_over_to_claude_is_told_what_anthropic_takes_instead(
+    make_stack: StackFactory,
+):
+    """OpenAI-shaped blocks kept when a conversation moves to Claude (an image pasted as
+    image_url, a screenshot a tool returned so, Responses' input_text): Anthropic answers
+    "messages.12.content.1: Input tag 'image_url' found using 'type' does not match any of the
+    expected tags: 'document', 'image', …" (OpenWebUI pipes, agent gateways). Each block is
+    named with what Anthropic takes instead."""
+    stack = await make_stack()
+    pasted = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "screenshot", "input": {}}
+    carried: list[tuple[list[Any], str, str, str]] = [
+        (
+            [{"role": "user", "content": [pasted, {"type": "text", "text": "What is this?"}]}],
+            "messages[0]",
+            "image_url",
+            'send it as {"type": "image", "source": {"type": "base64", ...}',
+        ),
+        (
+            [
+                {"role": "user", "content": "Take a screenshot."},
+                {"role": "assistant", "content": [call]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [pasted]}
+                    ],
+                },
+            ],
+            "messages[2]",
+            "image_url",
+            'send it as {"type": "image", "source": {"type": "base64", ...}',
+        ),
+        (
+            [{"role": "user", "content": [{"type": "input_text", "text": "Hello"}]}],
+            "messages[0]",
+            "input_text",
+            "type it 'text'",
+        ),
+    ]
+    async with anthropic_sdk(stack) as client:
+        for messages, where, kind, fix in carried:
+            with pytest.raises(anthropic.BadRequestError) as caught:
+                await client.messages.create(
+                    model="claude-sonnet-4-5", max_tokens=64, messages=messages
+                )
+            quoted = f"Input tag '{kind}' found using 'type' does not match any of the expected"
+            assert_refused(caught.value, stack, where, quoted, fix)
