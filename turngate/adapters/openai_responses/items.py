@@ -37,6 +37,7 @@ from turngate.graph.model import (
     new_tool_call,
     new_tool_result,
 )
+from turngate.graph.rules.openai_responses_parts import ASSISTANT_PARTS
 
 API: ApiName = "openai_responses"
 MESSAGE_ROLES: frozenset[str] = frozenset({"user", "assistant", "system", "developer"})
@@ -459,13 +460,31 @@ _FOREIGN_PARTS = {"text": "input_text", "image_url": "input_image", "image": "in
 _SUPPORTED_PARTS = "Supported values are: 'input_text', 'input_image', …"
 
 
+# Blocks of the other APIs that are items, not parts, in Responses, and where each goes.
+_NOT_PARTS = {
+    "thinking": "another model's thinking has no place in the input: leave it out",
+    "redacted_thinking": "another model's thinking has no place in the input: leave it out",
+    "tool_use": "send a call as a function_call item",
+    "functionCall": "send a call as a function_call item",
+    "tool_result": "send a result as a function_call_output item",
+    "functionResponse": "send a result as a function_call_output item",
+}
+
+
 def _part_hint(role: Role, part: dict[str, Any]) -> str | None:
-    """The fix for a part of no type Responses knows: Chat's or Anthropic's spelling of one
-    (a history converted for the other API), or none at all."""
+    """The fix for a part of no type Responses knows: Chat's, Anthropic's or Gemini's
+    spelling of one (a history converted for the other API), or none at all."""
     kind = part.get("type")
     if "type" not in part:
         return 'the part has no type (give each part its type: {"type": "input_text", ...})'
-    if not isinstance(kind, str) or kind not in _FOREIGN_PARTS:
+    if not isinstance(kind, str):
         return None
-    fix = "output_text" if role == "assistant" and kind == "text" else _FOREIGN_PARTS[kind]
-    return f"OpenAI: \"Invalid value: '{kind}'. {_SUPPORTED_PARTS}\" (type it '{fix}')"
+    if kind in _NOT_PARTS:
+        fix = _NOT_PARTS[kind]
+    elif kind in _FOREIGN_PARTS:
+        typed = "output_text" if role == "assistant" and kind == "text" else _FOREIGN_PARTS[kind]
+        fix = f"type it '{typed}'"
+    else:
+        return None
+    supported = ASSISTANT_PARTS if role == "assistant" else _SUPPORTED_PARTS
+    return f"OpenAI: \"Invalid value: '{kind}'. {supported}\" ({fix})"

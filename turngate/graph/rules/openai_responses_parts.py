@@ -20,7 +20,7 @@ from turngate.graph.rules import rule
 from turngate.graph.validator import Violation, a_role, violation
 
 PART_TYPE = "responses_part_type"
-_ASSISTANT = "Supported values are: 'output_text' and 'refusal'."
+ASSISTANT_PARTS = "Supported values are: 'output_text' and 'refusal'."
 _CLIENT = "Supported values are: 'input_text', 'input_image', 'input_file', …"
 
 
@@ -45,7 +45,7 @@ def part_types(seq: MessageSequence) -> list[Violation]:
         for param, kind, block, call_id in _misplaced(message):
             whose = "a tool's output" if call_id else f"{a_role(message.role)} message"
             fix = "output_text" if kind == "input_text" else "input_text"
-            supported = _ASSISTANT if kind == "input_text" else _CLIENT
+            supported = ASSISTANT_PARTS if kind == "input_text" else _CLIENT
             out.append(
                 violation(
                     PART_TYPE,
