@@ -614,8 +614,35 @@ def test_chat_content_parts_sent_to_responses_are_named_with_the_type_each_stand
     assert said[0].endswith("(type it 'input_text') (input[0])")
     assert "(type it 'input_image')" in said[1]
     assert "(type it 'output_text')" in said[2]
+    assert "Supported values are: 'output_text' and 'refusal'." in said[2]
     assert "the part has no type" in said[3]
     assert ADAPTER.render_request(seq) == request
+
+
+def test_blocks_that_are_items_in_responses_are_told_which_item_to_send() -> None:
+    """A Claude history appended to Responses' input as it was: its thinking, tool_use and
+    tool_result blocks are parts there, and OpenAI refuses each ("Invalid value: 'tool_use'.
+    Supported values are: 'output_text' and 'refusal'."). Each is named with the item that
+    carries it, or left out."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+    request = {
+        "model": "gpt-5",
+        "input": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}, call]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
+        ],
+    }
+    found = validate(ADAPTER.parse_request(request), CAPABILITIES).violations
+    said = [v.message for v in found if v.rule == "unknown_kind"]
+    assert len(said) == 3
+    assert "another model's thinking has no place in the input: leave it out" in said[0]
+    assert (
+        "Invalid value: 'tool_use'. Supported values are: 'output_text' and 'refusal'." in (said[1])
+    )
+    assert "(send a call as a function_call item)" in said[1]
+    assert "Supported values are: 'input_text'" in said[2]
+    assert "(send a result as a function_call_output item)" in said[2]
 
 
 @pytest.mark.parametrize(

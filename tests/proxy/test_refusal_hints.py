@@ -280,3 +280,19 @@ async def test_a_history_carried_over_to_claude_is_told_what_anthropic_takes_ins
                 )
             quoted = f"Input tag '{kind}' found using 'type' does not match any of the expected"
             assert_refused(caught.value, stack, where, quoted, fix)
+
+
+async def test_a_claude_history_sent_to_responses_is_told_which_item_carries_each_block(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+    items: Any = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [call]},
+    ]
+    async with openai_sdk(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input=items)
+    quoted = "Invalid value: 'tool_use'. Supported values are: 'output_text' and 'refusal'."
+    assert_refused(caught.value, stack, "input[1]", quoted, "send a call as a function_call item")
