@@ -44,6 +44,7 @@ CAPABILITIES = Capabilities(
         "gemini_tool_shape",
         "gemini_function_config",
         "gemini_max_output",
+        "gemini_misplaced_fields",
     ),
     tools_held_by=("cachedContent", "cached_content"),
     # Computer use: the application runs the UI actions the model calls by its own names.
