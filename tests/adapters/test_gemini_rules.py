@@ -1002,3 +1002,29 @@ def test_a_call_or_content_gemini_cannot_read_says_its_fix_and_renders_back(
         isinstance(p, dict) for c in contents if isinstance(c["parts"], list) for p in c["parts"]
     ):
         assert ADAPTER.render_request(seq) == request  # a bare part is refused, never rendered
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        ({"generationConfig": {"safetySettings": []}}, ["safetySettings"]),
+        ({"generationConfig": {"system_instruction": {"parts": []}}}, ["system_instruction"]),
+        ({"generationConfig": {"thinking_level": "high"}}, ["thinking_level"]),
+        ({"generationConfig": {"max_tokens": 256, "stop": ["\n"]}}, ["max_tokens", "stop"]),
+        ({"temperature": 0.2, "topK": 40}, ["temperature", "topK"]),
+        ({"max_tokens": 256, "stream": True}, ["max_tokens", "stream"]),
+        ({"safetySettings": [], "generationConfig": {"temperature": 0.2}}, []),
+        ({"generation_config": {"thinking_config": {"thinking_budget": 512}}}, []),
+        ({"generationConfig": {"mediaResolution": "MEDIA_RESOLUTION_LOW"}, "labels": {}}, []),
+    ],
+)
+def test_a_field_where_gemini_has_none_of_that_name_is_refused_with_where_it_goes(
+    extra: dict[str, Any], refused: list[str]
+):
+    """Google reads the body into its types: "Unknown name "safetySettings" at
+    'generation_config': Cannot find field." Only fields that are certainly elsewhere are
+    judged; one Gemini may have gained (mediaResolution, Vertex's labels) is left to it."""
+    found = on("gemini_api", {**body(ASK), **extra})
+    assert [m.split("'")[1] for m in found] == refused
+    for message in found:
+        assert "Cannot find field." in message

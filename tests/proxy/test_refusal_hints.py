@@ -14,6 +14,7 @@ from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
 from tests.proxy.conftest import StackFactory
+from tests.proxy.fake_upstream import Reply
 from tests.proxy.helpers import anthropic_sdk, genai_sdk, openai_sdk
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 
@@ -296,3 +297,57 @@ async def test_a_claude_history_sent_to_responses_is_told_which_item_carries_eac
             await client.responses.create(model="gpt-5", input=items)
     quoted = "Invalid value: 'tool_use'. Supported values are: 'output_text' and 'refusal'."
     assert_refused(caught.value, stack, "input[1]", quoted, "send a call as a function_call item")
+
+
+@GENAI_AIOHTTP_WARNING
+async def test_gemini_fields_in_the_wrong_place_are_told_where_they_go(make_stack: StackFactory):
+    """Settings a REST client put where Gemini has no such field (safety settings inside
+    generationConfig, a flat thinkingLevel as the Interactions API takes it, a temperature at
+    the top level): Gemini fails the request ("Unknown name "safetySettings" at
+    'generation_config': Cannot find field."). Each is refused before sending, with where it
+    goes; the same settings where Gemini reads them go up."""
+    stack = await make_stack()
+    misplaced: list[tuple[dict[str, Any], str]] = [
+        (
+            {"generationConfig": {"safetySettings": []}},
+            'Unknown name "safetySettings" at \'generation_config\': Cannot find field." '
+            "(move it to the request's top level)",
+        ),
+        (
+            {"generationConfig": {"thinkingLevel": "low"}},
+            "(move it into generationConfig.thinkingConfig)",
+        ),
+        (
+            {"temperature": 0.2},
+            'Unknown name "temperature": Cannot find field." (move it into generationConfig)',
+        ),
+    ]
+
+    async def ask(extra: dict[str, Any]) -> None:
+        raw = genai_types.HttpOptions(extra_body=extra)
+        client = genai_sdk(stack)
+        try:
+            await client.aio.models.generate_content(
+                model="gemini-3-flash-preview",
+                contents="Weather in Paris?",
+                config=genai_types.GenerateContentConfig(http_options=raw),
+            )
+        finally:
+            await client.aio.aclose()
+
+    for extra, words in misplaced:
+        with pytest.raises(genai_errors.ClientError) as caught:
+            await ask(extra)
+        message = str(caught.value.message)
+        assert "gemini_misplaced_field" in message
+        assert words in message
+    assert stack.upstream.received == []
+    text = {"role": "model", "parts": [{"text": "Sunny."}]}
+    stack.upstream.reply(Reply.json({"candidates": [{"content": text, "finishReason": "STOP"}]}))
+    placed = {
+        "safetySettings": [],
+        "generationConfig": {"thinkingConfig": {"thinkingLevel": "low"}, "temperature": 0.2},
+    }
+    await ask(placed)
+    (received,) = stack.upstream.received
+    assert received.json()["generationConfig"]["thinkingConfig"] == {"thinkingLevel": "low"}
