@@ -59,6 +59,21 @@ def genai_sdk(stack: Stack, **headers: str) -> genai.Client:
     return genai.Client(api_key=GEMINI_KEY, http_options=options)
 
 
+async def genai_raw(
+    stack: Stack, body: dict[str, Any], *, model: str = "gemini-2.5-flash", ask: str = "Hi"
+) -> None:
+    """A google-genai call asking ``ask`` with ``body`` merged into what it sends
+    (``extra_body``): the fields its own types refuse, as REST clients and proxies send them."""
+    raw = types.HttpOptions(extra_body=body)
+    client = genai_sdk(stack)
+    try:
+        await client.aio.models.generate_content(
+            model=model, contents=ask, config=types.GenerateContentConfig(http_options=raw)
+        )
+    finally:
+        await client.aio.aclose()
+
+
 def anthropic_sdk(stack: Stack, **headers: str) -> anthropic.AsyncAnthropic:
     """The async anthropic SDK aimed at ``stack``, with no retries of its own."""
     return anthropic.AsyncAnthropic(

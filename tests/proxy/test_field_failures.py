@@ -30,6 +30,7 @@ from tests.proxy.helpers import (
     WEATHER,
     anthropic_sdk,
     claude_answer,
+    genai_raw,
     genai_sdk,
     openai_sdk,
 )
@@ -2194,18 +2195,8 @@ async def test_cliproxyapi_97_a_json_schema_keyword_gemini_cannot_read_is_refuse
 
     async def ask(key: str) -> None:
         declaration = {"name": "list_issues", key: schema}
-        raw = genai_types.HttpOptions(
-            extra_body={"tools": [{"functionDeclarations": [declaration]}]}
-        )
-        client = genai_sdk(stack)
-        try:
-            await client.aio.models.generate_content(
-                model="gemini-2.5-flash",
-                contents="Any open bugs?",
-                config=genai_types.GenerateContentConfig(http_options=raw),
-            )
-        finally:
-            await client.aio.aclose()
+        tools = {"tools": [{"functionDeclarations": [declaration]}]}
+        await genai_raw(stack, tools, ask="Any open bugs?")
 
     with pytest.raises(genai_errors.ClientError) as caught:
         await ask("parameters")

@@ -15,7 +15,7 @@ from google.genai import types as genai_types
 
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
-from tests.proxy.helpers import anthropic_sdk, genai_sdk, openai_sdk
+from tests.proxy.helpers import anthropic_sdk, genai_raw, genai_sdk, openai_sdk
 from tests.proxy.sdk_support import GENAI_AIOHTTP_WARNING
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
@@ -220,15 +220,8 @@ async def test_gemini_parts_kept_in_another_apis_shape_are_told_to_leave_type_ou
     types refuse the field; REST clients send it, so the contents go in raw."""
     stack = await make_stack()
     raw = [{"role": "user", "parts": [{"type": "text", "text": "Weather in Paris?"}]}]
-    config = genai_types.GenerateContentConfig(
-        http_options=genai_types.HttpOptions(extra_body={"contents": raw})
-    )
-    client = genai_sdk(stack)
     with pytest.raises(genai_errors.ClientError) as caught:
-        await client.aio.models.generate_content(
-            model="gemini-2.5-flash", contents="placeholder", config=config
-        )
-    await client.aio.aclose()
+        await genai_raw(stack, {"contents": raw})
     fix = '(leave "type" out: {"text": ...}'
     assert_refused(caught.value, stack, "contents[0]", "part:text+type", fix)
 
@@ -324,16 +317,7 @@ async def test_gemini_fields_in_the_wrong_place_are_told_where_they_go(make_stac
     ]
 
     async def ask(extra: dict[str, Any]) -> None:
-        raw = genai_types.HttpOptions(extra_body=extra)
-        client = genai_sdk(stack)
-        try:
-            await client.aio.models.generate_content(
-                model="gemini-3-flash-preview",
-                contents="Weather in Paris?",
-                config=genai_types.GenerateContentConfig(http_options=raw),
-            )
-        finally:
-            await client.aio.aclose()
+        await genai_raw(stack, extra, model="gemini-3-flash-preview", ask="Weather in Paris?")
 
     for extra, words in misplaced:
         with pytest.raises(genai_errors.ClientError) as caught:
