@@ -184,8 +184,8 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
                     out.append(
                         violation(
                             EMPTY_CONTENT,
-                            f"text block '{empty.id}' is empty; text content blocks must be "
-                            "non-empty",
+                            f"text block '{empty.id}' is empty; "
+                            + _empty_text_words(empty, "text content blocks must be non-empty"),
                             message,
                             empty,
                             call_id=getattr(block, "call_id", None),
@@ -194,14 +194,30 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
     return out
 
 
+def _empty_text_words(block: AnyBlock, plain: str) -> str:
+    """Anthropic's words for an empty text block: ``plain``, or its own for one marked for
+    the cache (a client that caches a prompt it left unset, or a turn that came back empty)."""
+    if "cache_control" in block.attrs:
+        return (
+            'Anthropic: "text: cache_control cannot be set for empty text blocks" (drop the '
+            "block, or mark the block before it)"
+        )
+    return plain
+
+
+_EMPTY_SYSTEM = (
+    'Anthropic: "system: text content blocks must be non-empty" (drop the block, or leave '
+    "system out)"
+)
+
+
 def _empty_system_texts(seq: MessageSequence) -> list[Violation]:
     """Empty text blocks in a ``system`` list: "system: text content blocks must be
     non-empty" (a client that sends an unset prompt as one empty block)."""
     return [
         violation(
             EMPTY_CONTENT,
-            f"system text block '{block.id}' is empty; Anthropic: \"system: text content blocks "
-            'must be non-empty" (drop the block, or leave system out)',
+            f"system text block '{block.id}' is empty; " + _empty_text_words(block, _EMPTY_SYSTEM),
             message,
             block,
         )
