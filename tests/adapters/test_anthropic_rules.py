@@ -1606,3 +1606,21 @@ def test_a_system_message_under_a_beta_that_sends_them_is_left_to_anthropic() ->
     for names in [("inline-tools-2026-09-15",), ("mid-conversation-system-2026-04-07",)]:
         seq = get_adapter("anthropic").parse_request(request, RouteInfo(betas=names))
         assert validate(seq, CAPABILITIES).ready, names
+
+
+def test_an_empty_text_block_marked_for_the_cache_is_refused_in_anthropics_words_for_it():
+    """ "messages.29.content.0.text: cache_control cannot be set for empty text blocks": a
+    turn that came back empty kept in a long history that a client caches, or an unset
+    system prompt sent as one cached block. Anthropic words these apart from other empty
+    blocks, and so does the refusal."""
+    cached = {"type": "text", "text": "", "cache_control": {"type": "ephemeral"}}
+    words = 'Anthropic: "text: cache_control cannot be set for empty text blocks"'
+    for request in (
+        body(user("hi"), assistant(cached), user("go on")),
+        body(user("hi"), system=[cached]),
+    ):
+        verdict = verdict_of(request)
+        assert verdict.rules == ["anthropic_empty_content"]
+        assert words in verdict.violations[0].message
+    plain = verdict_of(body(user("hi"), system=[text("")]))
+    assert "system: text content blocks must be non-empty" in plain.violations[0].message
