@@ -386,14 +386,13 @@ def _parse_part(
                 **common,
             )
     fix: str | None = None
+    message, position = place
     if "type" not in part:
-        message, position = place
         fix = (
             f"the part has no type; OpenAI: \"Missing required parameter: 'messages[{message}]."
             f"content[{position}].type'.\" {UNTYPED_PART_FIX}"
         )
     elif isinstance(kind, str) and kind in _FOREIGN_PARTS:
-        message, position = place
         fix = (
             f"OpenAI, of 'messages[{message}].content[{position}].type': \"Invalid value: "
             f"'{kind}'. {_CHAT_PARTS}\" ({_FOREIGN_PARTS[kind]})"

@@ -458,16 +458,17 @@ def _file(part: dict[str, Any], common: dict[str, Any]) -> FileBlock | None:
 _FOREIGN_PARTS = {"text": "input_text", "image_url": "input_image", "image": "input_image"}
 # OpenAI's list grows (input_audio, encrypted_content were added): its head is quoted.
 _SUPPORTED_PARTS = "Supported values are: 'input_text', 'input_image', …"
-
-
+_NO_THINKING = "another model's thinking has no place in the input: leave it out"
+_AS_CALL = "send a call as a function_call item"
+_AS_RESULT = "send a result as a function_call_output item"
 # Blocks of the other APIs that are items, not parts, in Responses, and where each goes.
 _NOT_PARTS = {
-    "thinking": "another model's thinking has no place in the input: leave it out",
-    "redacted_thinking": "another model's thinking has no place in the input: leave it out",
-    "tool_use": "send a call as a function_call item",
-    "functionCall": "send a call as a function_call item",
-    "tool_result": "send a result as a function_call_output item",
-    "functionResponse": "send a result as a function_call_output item",
+    "thinking": _NO_THINKING,
+    "redacted_thinking": _NO_THINKING,
+    "tool_use": _AS_CALL,
+    "functionCall": _AS_CALL,
+    "tool_result": _AS_RESULT,
+    "functionResponse": _AS_RESULT,
 }
 
 

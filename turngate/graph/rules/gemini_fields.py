@@ -17,6 +17,8 @@ Any other field is left to Google, whose types gain fields.
 
 from __future__ import annotations
 
+from pydantic.alias_generators import to_snake
+
 from turngate.graph.model import MessageSequence
 from turngate.graph.rules import rule
 from turngate.graph.rules.gemini import generation_config
@@ -27,11 +29,7 @@ MISPLACED_FIELD = "gemini_misplaced_field"
 
 def _both(*camel: str) -> dict[str, str]:
     """Each camelCase name and its snake_case spelling (Google reads both)."""
-    out: dict[str, str] = {}
-    for name in camel:
-        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
-        out[name] = out[snake] = name
-    return out
+    return {spelling: name for name in camel for spelling in (name, to_snake(name))}
 
 
 _REQUEST_FIELDS = _both("safetySettings", "tools", "toolConfig", "systemInstruction")
