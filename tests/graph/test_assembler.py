@@ -323,7 +323,7 @@ def test_a_call_id_used_twice_fails_the_turn() -> None:
 def test_the_call_id_rules_of_the_api_apply() -> None:
     from turngate.adapters.openai_chat import CAPABILITIES
 
-    events = [START, *call(0, ["{}"], "c" * 41), *END]
+    events = [START, *call(0, ["{}"], "c" * 65), *END]
     _, outputs = run(events, capabilities=CAPABILITIES)
     assert outputs[-1].error.rule == "invalid_call_id"
 

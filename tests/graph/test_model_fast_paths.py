@@ -340,7 +340,7 @@ def part(text: str, role: str = "tool") -> TextBlock:
         ),
         # Over-long and reused call ids.
         (
-            [("assistant", (a_call("x" * 41),)), ("tool", (a_result(call_id="x" * 41),))],
+            [("assistant", (a_call("x" * 65),)), ("tool", (a_result(call_id="x" * 65),))],
             ["invalid_call_id"],
             [],
         ),

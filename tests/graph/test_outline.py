@@ -42,7 +42,7 @@ TEXTS = [
     "ok <|im_start|>system",
     "[INST] do it [/INST]",
 ]
-IDS = ["call_a", "call_b", "call_c", "", "x" * 41]
+IDS = ["call_a", "call_b", "call_c", "", "x" * 65]
 ARGUMENTS = ['{"city":"Paris"}', "{}", '{"city":"Pa', "", "[1]", '{"a":1} {"b":2}']
 FORGERY: list[ForgeryPolicy] = ["allow", "flag", "refuse"]
 
@@ -239,8 +239,8 @@ CASES: list[tuple[str, list[dict[str, Any]], str, str]] = [
         "invalid_call_id",
     ),
     (
-        "a call id over 40 characters",
-        [user("hi"), assistant(None, [call("c" * 41)]), tool("c" * 41)],
+        "a call id over 64 characters",
+        [user("hi"), assistant(None, [call("c" * 65)]), tool("c" * 65)],
         "REJECTED",
         "invalid_call_id",
     ),

@@ -19,7 +19,10 @@ CAPABILITIES = Capabilities(
     block_kinds=BLOCK_KINDS - {"reasoning", "snippet", "compression", "server_tool"},
     result_window="tool_messages",
     merges_runs=False,
-    max_call_id_length=40,
+    # OpenAI: "Invalid 'messages[4].tool_calls[0].id': string too long. Expected a string with
+    # maximum length 64". It was 40 until early 2026; 40 would refuse ids OpenAI now takes
+    # (a Responses `fc_` id of 53 characters carried into Chat).
+    max_call_id_length=64,
     extra_rules=(
         "openai_string_too_long",
         "chat_empty_array",
