@@ -85,7 +85,7 @@ TABLE: list[tuple[str, dict[str, Any], str, str]] = [
     ),
     (
         "a call id longer than Chat allows",
-        body(user("hi"), assistant(calls=[call("c" * 41)]), tool("c" * 41)),
+        body(user("hi"), assistant(calls=[call("c" * 65)]), tool("c" * 65)),
         "REJECTED",
         "invalid_call_id",
     ),
@@ -462,14 +462,143 @@ def test_the_outline_is_refused_as_the_built_blocks_are():
             assert seq.outline is None, name
 
 
-def test_violation_names_message_block_and_call():
-    verdict = verdict_of(body(user("hi"), assistant("hello"), tool("call_7")))
-    (only,) = verdict.violations
-    assert only.message_index == 2
-    assert only.location == "messages[2]"
-    assert only.block_id == "m2.b0"
-    assert only.call_id == "call_7"
-    assert only.message == "tool result 'call_7' answers no tool call (messages[2])"
+# What a refused user reads: each violation's rule, the message it sits in (the API's param),
+# the block and the call it names, and the words that say what is wrong.
+WHERE: list[tuple[str, dict[str, Any], list[tuple[str, int, str, str | None, str]]]] = [
+    (
+        "orphaned result",
+        body(user("hi"), assistant("hello"), tool("call_7")),
+        [("orphan_result", 2, "m2.b0", "call_7", "tool result 'call_7' answers no tool call")],
+    ),
+    (
+        "two results for one call",
+        body(user("hi"), assistant(calls=[call("call_1")]), tool("call_1"), tool("call_1")),
+        [
+            (
+                "duplicate_result",
+                3,
+                "m3.b0",
+                "call_1",
+                "tool call 'call_1' is answered more than once",
+            )
+        ],
+    ),
+    (
+        "a call with no result yet",
+        body(user("hi"), assistant(calls=[call("call_1"), call("call_2")]), tool("call_1")),
+        [
+            (
+                "missing_result",
+                1,
+                "m1.b1",
+                "call_2",
+                "'call_2' (get_weather) is waiting for its result",
+            )
+        ],
+    ),
+    (
+        "a call never answered before the conversation moves on",
+        body(user("hi"), assistant(calls=[call("call_1")]), user("and now?")),
+        [
+            (
+                "missing_result",
+                1,
+                "m1.b0",
+                "call_1",
+                "'call_1' (get_weather) has no result before the conversation moves on",
+            )
+        ],
+    ),
+    (
+        "duplicate call ids in one turn",
+        body(user("hi"), assistant(calls=[call("call_1"), call("call_1")]), tool("call_1")),
+        [("duplicate_call_id", 1, "m1.b1", "call_1", "id 'call_1' is used twice in one turn")],
+    ),
+    (
+        "a result separated from its call by another message",
+        body(user("hi"), assistant(calls=[call("call_1")]), user("wait"), tool("call_1")),
+        [
+            (
+                "misplaced_result",
+                3,
+                "m3.b0",
+                "call_1",
+                "tool result 'call_1' is not where its call's results must be: one tool message",
+            )
+        ],
+    ),
+    (
+        "a call id longer than Chat allows",
+        body(user("hi"), assistant(calls=[call("c" * 65)]), tool("c" * 65)),
+        [("invalid_call_id", 1, "m1.b0", "c" * 65, "is longer than 64 characters")],
+    ),
+    (
+        "an empty call id, and its result",
+        body(user("hi"), assistant(calls=[call("")]), tool("")),
+        [
+            ("invalid_call_id", 1, "m1.b0", "", "tool call has an empty call id"),
+            ("orphan_result", 2, "m2.b0", "", "a tool result without its call's id answers no"),
+        ],
+    ),
+    (
+        "two JSON objects concatenated as arguments",
+        body(
+            user("hi"),
+            assistant(calls=[call("call_1", arguments='{"a":1}{"b":2}')]),
+            tool("call_1"),
+        ),
+        [
+            (
+                "incomplete_arguments",
+                1,
+                "m1.b0",
+                "call_1",
+                "'call_1' (get_weather) has arguments that are not one complete JSON object",
+            )
+        ],
+    ),
+    (
+        "an unknown content kind",
+        body(user("hi"), {"role": "user", "content": [{"type": "hologram", "hologram": {}}]}),
+        [("unknown_kind", 1, "m1.b0", None, "unknown content kind 'hologram'")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_body", "expected"), [pytest.param(b, e, id=name) for name, b, e in WHERE]
+)
+def test_each_violation_names_its_message_block_and_call(
+    request_body: dict[str, Any], expected: list[tuple[str, int, str, str | None, str]]
+):
+    verdict = verdict_of(request_body)
+    assert len(verdict.violations) == len(expected)
+    for found, (rule, index, block_id, call_id, words) in zip(
+        verdict.violations, expected, strict=True
+    ):
+        assert (found.rule, found.message_index, found.location) == (
+            rule,
+            index,
+            f"messages[{index}]",
+        )
+        assert (found.block_id, found.call_id) == (block_id, call_id)
+        assert words in found.message
+        assert found.message.endswith(f"(messages[{index}])")
+        assert found.waiting == (words.endswith("is waiting for its result"))
+
+
+def test_a_call_id_at_chats_length_limit_goes_up():
+    """OpenAI takes a tool call id of 64 characters and refuses 65 ("Invalid
+    'messages[4].tool_calls[0].id': string too long. Expected a string with maximum length
+    64"). Its limit was 40 until early 2026: a Responses ``fc_`` id of 53 characters, carried
+    into Chat by an agent framework (agno #5382), goes up."""
+    responses_id = "fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f"
+    for call_id in ("c" * 64, responses_id):
+        request = body(user("hi"), assistant(calls=[call(call_id)]), tool(call_id))
+        assert verdict_of(request).ready, call_id
+    over = "c" * 65
+    verdict = verdict_of(body(user("hi"), assistant(calls=[call(over)]), tool(over)))
+    assert verdict.rules == ["invalid_call_id"]
 
 
 def test_every_violation_is_reported_not_only_the_first():

@@ -694,6 +694,36 @@ async def test_vercel_4290_one_id_for_two_calls_is_refused_both_ways(make_stack:
     assert "duplicate_call_id" in str(answered.value)
 
 
+async def test_agno_5382_a_responses_call_id_carried_into_chat_goes_up(make_stack: StackFactory):
+    """agno #5382, vercel/ai #5171: an agent replayed a Responses `fc_` id of 53 characters
+    into Chat Completions. OpenAI's limit on a call id was 40 then and is 64 now ("Expected a
+    string with maximum length 64, but got a string with length 86", 9router PR #3167): the
+    53-character id goes up as sent, and one of 65 is refused before anything is sent."""
+    stack = await make_stack()
+    fc_id = "fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f"
+
+    def history(call_id: str) -> list[dict[str, Any]]:
+        return [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": None, "tool_calls": [chat_call(call_id, "{}")]},
+            {"role": "tool", "tool_call_id": call_id, "content": "sunny"},
+        ]
+
+    async with openai_sdk(stack) as client:
+        too_long = "call_" + "x" * 60
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="gpt-4o", messages=history(too_long), tools=[TOOL]
+            )
+        refused(stack, caught.value, "invalid_call_id", too_long)
+        assert "longer than 64 characters" in str(caught.value)
+
+        stack.upstream.reply(Reply.fixture("openai-chat/pai-nonstream-after-2-tool-results.json"))
+        await client.chat.completions.create(model="gpt-4o", messages=history(fc_id), tools=[TOOL])
+    (received,) = stack.upstream.received
+    assert received.json()["messages"] == history(fc_id)
+
+
 # Also seen outside gateways ----------------------------------------------------------------
 
 
