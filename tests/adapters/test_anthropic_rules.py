@@ -1035,6 +1035,32 @@ def test_violation_names_message_block_and_call() -> None:
     assert only.message == "tool result 'toolu_7' answers no tool call (messages[2])"
 
 
+def test_a_block_out_of_place_is_named_with_its_message_block_and_call() -> None:
+    """A call folded into a user message, and a block Anthropic does not take inside a tool
+    result: each refusal names the message, the block (the result's part) and the call."""
+    folded = {"role": "user", "content": [text("hi"), tool_use("toolu_1")]}
+    (found,) = verdict_of(body(folded)).violations
+    assert (found.rule, found.location, found.block_id, found.call_id) == (
+        "scope_crossing",
+        "messages[0]",
+        "m0.b1",
+        "toolu_1",
+    )
+    assert found.message == (
+        "tool_call block 'm0.b1' sits in a user message; only assistant messages hold the "
+        "model's tool calls and reasoning (messages[0])"
+    )
+    odd = user(tool_result("toolu_1", content=[{"type": "hologram"}]))
+    (found,) = verdict_of(body(user("hi"), assistant(tool_use("toolu_1")), odd)).violations
+    assert (found.rule, found.location, found.block_id, found.call_id) == (
+        "unknown_kind",
+        "messages[2]",
+        "m2.b0.c0",
+        "toolu_1",
+    )
+    assert found.message.startswith("unknown content kind 'hologram' in tool result 'toolu_1'")
+
+
 def test_system_text_names_its_field() -> None:
     verdict = verdict_of(body(system="be brief"))
     assert verdict.rules == ["anthropic_first_message_user"]
@@ -1066,6 +1092,9 @@ def test_role_markers_in_user_and_tool_text_are_findings_and_roles_stay(marker: 
     verdict = validate(seq, CAPABILITIES)
     assert verdict.status == "READY"
     assert [f.rule for f in verdict.findings] == ["role_forgery", "role_forgery"]
+    where = [(f.location, f.block_id, f.call_id) for f in verdict.findings]
+    assert where == [("messages[0]", "m0.b0", None), ("messages[2]", "m2.b0", "toolu_1")]
+    assert "tool text in block 'm2.b0' contains the role marker" in verdict.findings[1].message
     assert [m.role for m in seq.messages] == ["user", "assistant", "user"]
     assert [b.role for _m, b in seq.blocks()] == ["user", "assistant", "tool"]
     refused = validate(seq, CAPABILITIES, role_forgery="refuse")

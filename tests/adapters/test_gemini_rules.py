@@ -223,6 +223,20 @@ def test_every_violation_names_its_content_block_and_call():
     )
 
 
+def test_a_response_naming_another_function_names_its_call() -> None:
+    verdict = check(body(ASK, model(call("weather", id="a")), user(response("time", id="a"))))
+    (found,) = verdict.violations
+    assert (found.rule, found.location, found.block_id, found.call_id) == (
+        "result_mismatch",
+        "contents[2]",
+        "m2.b0",
+        "a",
+    )
+    assert found.message == (
+        "tool result 'a' names tool 'time' but the call was to 'weather' (contents[2])"
+    )
+
+
 def declaring(*names: str) -> dict[str, Any]:
     """``names`` declared in the second ``tools`` entry (Gemini 2 takes no Google Search
     beside declared functions, so the first entry declares one more)."""
