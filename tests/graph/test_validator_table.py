@@ -492,7 +492,7 @@ WHERE: list[tuple[str, dict[str, Any], list[tuple[str, int, str, str | None, str
                 1,
                 "m1.b1",
                 "call_2",
-                "'call_2' (get_weather) is waiting for its result",
+                "tool call 'call_2' (get_weather) is waiting for its result",
             )
         ],
     ),
@@ -505,14 +505,22 @@ WHERE: list[tuple[str, dict[str, Any], list[tuple[str, int, str, str | None, str
                 1,
                 "m1.b0",
                 "call_1",
-                "'call_1' (get_weather) has no result before the conversation moves on",
+                "tool call 'call_1' (get_weather) has no result before the conversation moves on",
             )
         ],
     ),
     (
         "duplicate call ids in one turn",
         body(user("hi"), assistant(calls=[call("call_1"), call("call_1")]), tool("call_1")),
-        [("duplicate_call_id", 1, "m1.b1", "call_1", "id 'call_1' is used twice in one turn")],
+        [
+            (
+                "duplicate_call_id",
+                1,
+                "m1.b1",
+                "call_1",
+                "tool call id 'call_1' is used twice in one turn",
+            )
+        ],
     ),
     (
         "a result separated from its call by another message",
@@ -523,21 +531,38 @@ WHERE: list[tuple[str, dict[str, Any], list[tuple[str, int, str, str | None, str
                 3,
                 "m3.b0",
                 "call_1",
-                "tool result 'call_1' is not where its call's results must be: one tool message",
+                "tool result 'call_1' is not where its call's results must be: one tool message "
+                "per call, right after the assistant message that made the calls, before any "
+                "other message",
             )
         ],
     ),
     (
         "a call id longer than Chat allows",
         body(user("hi"), assistant(calls=[call("c" * 65)]), tool("c" * 65)),
-        [("invalid_call_id", 1, "m1.b0", "c" * 65, "is longer than 64 characters")],
+        [
+            (
+                "invalid_call_id",
+                1,
+                "m1.b0",
+                "c" * 65,
+                f"tool call id '{'c' * 65}' is longer than 64 characters",
+            )
+        ],
     ),
     (
         "an empty call id, and its result",
         body(user("hi"), assistant(calls=[call("")]), tool("")),
         [
             ("invalid_call_id", 1, "m1.b0", "", "tool call has an empty call id"),
-            ("orphan_result", 2, "m2.b0", "", "a tool result without its call's id answers no"),
+            (
+                "orphan_result",
+                2,
+                "m2.b0",
+                "",
+                "a tool result without its call's id answers no tool call (give it the id of the "
+                "call it answers)",
+            ),
         ],
     ),
     (
@@ -553,7 +578,8 @@ WHERE: list[tuple[str, dict[str, Any], list[tuple[str, int, str, str | None, str
                 1,
                 "m1.b0",
                 "call_1",
-                "'call_1' (get_weather) has arguments that are not one complete JSON object",
+                "tool call 'call_1' (get_weather) has arguments that are not one complete JSON "
+                "object",
             )
         ],
     ),
@@ -582,8 +608,7 @@ def test_each_violation_names_its_message_block_and_call(
             f"messages[{index}]",
         )
         assert (found.block_id, found.call_id) == (block_id, call_id)
-        assert words in found.message
-        assert found.message.endswith(f"(messages[{index}])")
+        assert found.message == f"{words} (messages[{index}])"
         assert found.waiting == (words.endswith("is waiting for its result"))
 
 
