@@ -4,9 +4,9 @@ The generic validator already places client tool results (``next_turn_leading``:
 result of an assistant turn in the next user turn, before any other block, runs of one role
 merged as the API merges them). These rules add what only Anthropic enforces:
 
-    anthropic_first_message_user   ``messages`` starts with a user message (system ones aside;
-                                   a thread's continue carries only what follows the reply,
-                                   and a compaction is sent first in place of what it summarizes)
+    anthropic_first_message_user   ``messages`` holds a message (system ones aside; a thread's
+                                   continue carries only what follows the reply). Its name is
+                                   from when Anthropic also refused a first assistant message
     anthropic_empty_content        no empty message but a final assistant one; no empty text block;
                                    no message of whitespace text alone; no failed tool's result
                                    (``is_error``) that says nothing
@@ -103,28 +103,13 @@ def entries_of(seq: MessageSequence) -> list[list[Message]]:
 
 @rule(FIRST_MESSAGE_USER)
 def first_message_user(seq: MessageSequence) -> list[Violation]:
-    if seq.history == "partial":
+    """An empty conversation. A first assistant message (a seeded greeting, a history trimmed
+    to fit) is taken: Anthropic's API answers it since late 2024 (anthropic-sdk-typescript
+    #622, where only Bedrock still said "messages: first message must use the "user"
+    role")."""
+    if seq.history == "partial" or conversation_of(seq):
         return []  # a thread's continue: the conversation starts in what the server holds
-    conversation = conversation_of(seq)
-    if not conversation:
-        return [violation(FIRST_MESSAGE_USER, "the request has no user message", None)]
-    first = conversation[0]
-    if first.role == "user" or _opens_with_compaction(first):
-        return []
-    return [
-        violation(
-            FIRST_MESSAGE_USER,
-            f"the first message has role '{first.role}'; Anthropic requires the first "
-            "message to be a user message",
-            first,
-            first.blocks[0] if first.blocks else None,
-        )
-    ]
-
-
-def _opens_with_compaction(message: Message) -> bool:
-    """A compaction request's answer, sent first in place of the messages it summarizes."""
-    return message.role == "assistant" and bool(message.blocks) and is_compaction(message.blocks[0])
+    return [violation(FIRST_MESSAGE_USER, "the request has no messages", None)]
 
 
 @rule(EMPTY_CONTENT)
