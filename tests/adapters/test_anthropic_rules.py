@@ -212,12 +212,6 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
     ),
     # --- Anthropic's own rules -----------------------------------------------------------
     (
-        "the first message is an assistant message",
-        body(assistant("I will start"), user("fine")),
-        "REJECTED",
-        ["anthropic_first_message_user"],
-    ),
-    (
         "no message at all",
         body(),
         "REJECTED",
@@ -751,6 +745,17 @@ def test_each_invalid_sequence_gets_its_rule(
 
 
 VALID: list[tuple[str, dict[str, Any]]] = [
+    # Anthropic answers a conversation that opens with the assistant (anthropic-sdk-typescript
+    # #622: only Bedrock still refused it): a seeded greeting, a history trimmed to fit.
+    ("a seeded greeting first", body(assistant("Ahoy! How can I help?"), user("The sky?"))),
+    (
+        "a history trimmed to start at an assistant call",
+        body(
+            assistant(tool_use("toolu_1")),
+            user(tool_result("toolu_1", content=[text("sunny")])),
+            user("and tomorrow?"),
+        ),
+    ),
     (
         "documents that all cite, across a tool result",
         body(

@@ -724,6 +724,32 @@ async def test_agno_5382_a_responses_call_id_carried_into_chat_goes_up(make_stac
     assert received.json()["messages"] == history(fc_id)
 
 
+async def test_anthropic_sdk_typescript_622_a_conversation_opening_with_the_assistant_goes_up(
+    make_stack: StackFactory,
+):
+    """anthropic-sdk-typescript #622: Anthropic answers a conversation whose first message is
+    the assistant's (a seeded greeting; a history trimmed to fit the window), where only
+    Bedrock still refused it. turngate sends it as it came; an empty conversation is still
+    refused before anything is sent."""
+    stack = await make_stack()
+    messages = [
+        {"role": "assistant", "content": "Ahoy! I am a pirate bot. How may I help ye?"},
+        {"role": "user", "content": "What colour is the sky? One word."},
+    ]
+    stack.upstream.reply(claude_answer("Blue"))
+    async with anthropic_sdk(stack) as client:
+        answer = await client.messages.create(model=CLAUDE, max_tokens=16, messages=messages)
+        assert answer.content[0].text == "Blue"
+        (received,) = stack.upstream.received
+        assert received.json()["messages"] == messages
+
+        stack.upstream.received.clear()
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(model=CLAUDE, max_tokens=16, messages=[])
+        refused(stack, caught.value, "anthropic_first_message_user")
+        assert "the request has no messages" in str(caught.value)
+
+
 # Also seen outside gateways ----------------------------------------------------------------
 
 
