@@ -22,9 +22,12 @@ many-image requests: 2000 pixels"): a computer-use or coding agent's screenshots
 the history until the 21st makes every earlier 2560x1440 one fail, on every later turn
 (claude-code #9375 / #49537, opencode #12068, jcode #381). Read from each image's header.
 
-``anthropic_image_count``: at most 100 images in a request ("Too much media: 0 document
-pages + 102 images > 100", claude-code #19822). Document pages count too; they are left to
-Anthropic.
+``anthropic_image_count``: at most 600 images in a request, 100 on a model with a 200k-token
+window ("Too much media: 0 document pages + 102 images > 100", claude-code #19822). The limit
+was 100 for every model until the 1M-token window's general availability (2026-03-13); the
+models of 200k (Claude 4.5 and earlier, the 3.x names) keep it, but Sonnet 4 and 4.5 given a
+``context-1m`` beta, and a model turngate cannot place is held to 600. Document pages count
+too; they are left to Anthropic.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from dataclasses import dataclass
 from turngate.graph.image_header import image_dimensions
 from turngate.graph.model import ImageBlock, Message, MessageSequence, ToolResultBlock
 from turngate.graph.rules import rule
+from turngate.graph.rules.anthropic import claude_3_name, claude_family
+from turngate.graph.rules.anthropic_settings import betas_named
 from turngate.graph.validator import Violation, violation
 
 IMAGE_MEDIA_TYPE = "anthropic_image_media_type"
@@ -47,7 +52,8 @@ IMAGE_COUNT = "anthropic_image_count"
 MAX_IMAGE_BASE64 = 10 * 1024 * 1024
 # The longest side an image may have; over MANY_IMAGES images in a request, MANY_IMAGE_SIDE.
 MAX_SIDE, MANY_IMAGE_SIDE, MANY_IMAGES = 8000, 2000, 20
-MAX_IMAGES = 100
+# Images (and document pages) in a request: on a model of a 200k-token window, and on any other.
+MAX_IMAGES_200K, MAX_IMAGES = 100, 600
 MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _TAKEN = "Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
 # Base64 characters enough for the 12 bytes a WebP file opens with.
@@ -105,13 +111,14 @@ def image_problems(seq: MessageSequence) -> list[Violation]:
     """The rules in one walk over the blocks: most requests hold no image at all."""
     images = list(_images(seq))
     out: list[Violation] = []
-    if len(images) > MAX_IMAGES:
-        past = images[MAX_IMAGES]
+    limit = image_limit(seq) if len(images) > MAX_IMAGES_200K else MAX_IMAGES
+    if len(images) > limit:
+        past = images[limit]
         out.append(
             violation(
                 IMAGE_COUNT,
                 f'the request holds {len(images)} images; Anthropic: "Too much media: 0 '
-                f'document pages + {len(images)} images > {MAX_IMAGES}" (drop the oldest '
+                f'document pages + {len(images)} images > {limit}" (drop the oldest '
                 "images from the history)",
                 past.message,
                 past.image,
@@ -141,6 +148,18 @@ def image_problems(seq: MessageSequence) -> list[Violation]:
             problem = _too_large(dimensions, side, len(images))
             out.append(placed.violation(IMAGE_DIMENSIONS, problem))
     return out
+
+
+def image_limit(seq: MessageSequence) -> int:
+    """The images ``seq``'s model takes: 100 on a 200k-token window, 600 on 1M."""
+    if claude_3_name(seq.model) is not None:
+        return MAX_IMAGES_200K
+    found = claude_family(seq.model)
+    if found is None or found[1:] >= (4, 6):
+        return MAX_IMAGES
+    if found[0] == "sonnet" and any(n.startswith("context-1m") for n in betas_named(seq)):
+        return MAX_IMAGES
+    return MAX_IMAGES_200K
 
 
 def _too_large(dimensions: tuple[int, int], side: int, count: int) -> str:
