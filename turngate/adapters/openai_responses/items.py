@@ -95,6 +95,12 @@ CALL_ITEMS: dict[str, Literal["function", "custom"]] = {
 # the reasoning or text settings from here on. Both are the client's (user-side: compression
 # blocks never sit in system messages, the scope_crossing rule).
 CONTROL_ITEMS: frozenset[str] = frozenset({"compaction_trigger", "configuration_update"})
+# A tool's output that answers no call: no ``call_id``, named by its tool instead (Codex's
+# app injects a delegated thread's ``create_thread`` output so, openai/codex #42088). OpenAI
+# takes it and refuses only an output with neither ("A function call output without a
+# call_id requires a name."). Kept as it came, as a control item is.
+NAMED_OUTPUT = "$named_output"
+_NO_CALL_ID = "A function call output without a call_id requires a name."
 # Adapter note on a FileBlock whose ``file_data`` was bare base64, not a data URL.
 BARE_NOTE = "$bare"
 
@@ -265,13 +271,19 @@ class ItemParser:
 
     def _output(self, prefix: str, item: dict[str, Any]) -> AnyBlock:
         call_id, output, name = item.get("call_id"), item.get("output"), item.get("name")
+        if call_id is None and isinstance(name, str) and name and isinstance(output, str | list):
+            attrs = dict(item)
+            attrs[ITEM_NOTE] = NAMED_OUTPUT
+            common = self.common(f"{prefix}.b0", "tool")
+            return CompressionBlock(provider=API, payload="", scope="tool", attrs=attrs, **common)
         if not isinstance(call_id, str) or not isinstance(output, str | list):
-            hint = (
-                f"call_id must be its call's id, not a JSON {json_type(call_id)}"
-                if not isinstance(call_id, str)
-                else "output must be a string or a list of input parts, not a JSON "
-                f"{json_type(output)}"
-            )
+            if not isinstance(output, str | list):
+                kind = json_type(output)
+                hint = f"output must be a string or a list of input parts, not a JSON {kind}"
+            elif call_id is None:
+                hint = f"OpenAI: \"{_NO_CALL_ID}\" (give it its call's call_id, or its tool's name)"
+            else:
+                hint = f"call_id must be its call's id, not a JSON {json_type(call_id)}"
             return self._unknown(prefix, "tool", f"{item['type']} (malformed)", item, hint)
         block_id = f"{prefix}.b0"
         parts: list[AnyBlock]

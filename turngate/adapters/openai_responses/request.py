@@ -18,6 +18,7 @@ from turngate.adapters.openai_responses.items import (
     API,
     BARE_NOTE,
     CONTROL_ITEMS,
+    NAMED_OUTPUT,
     ItemParser,
 )
 from turngate.errors import BadRequestBody, UnsupportedInTarget
@@ -295,7 +296,7 @@ def render_item_block(block: AnyBlock, shape: str, custom_calls: set[str]) -> An
         note = attrs.pop(ITEM_NOTE, "compaction")
         if note == "item_reference":
             return merged({"id": block.payload}, attrs)
-        if note in CONTROL_ITEMS:
+        if note in CONTROL_ITEMS or note == NAMED_OUTPUT:
             return attrs
         out = merged({"encrypted_content": block.payload}, attrs)
         out.setdefault("type", "compaction")
