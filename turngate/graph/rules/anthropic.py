@@ -109,35 +109,40 @@ def first_message_user(seq: MessageSequence) -> list[Violation]:
     role")."""
     if seq.history == "partial" or conversation_of(seq):
         return []  # a thread's continue: the conversation starts in what the server holds
-    return [violation(FIRST_MESSAGE_USER, "the request has no messages", None)]
+    words = 'the request has no messages; Anthropic: "messages: at least one message is required"'
+    return [violation(FIRST_MESSAGE_USER, words, None)]
 
 
 @rule(EMPTY_CONTENT)
 def empty_content(seq: MessageSequence) -> list[Violation]:
     out = _empty_system_texts(seq)
     entries = entries_of(seq)
+    silent = [_says_nothing(entry) for entry in entries]
     for position, entry in enumerate(entries):
         host = entry[0]
         blocks = [b for m in entry for b in m.blocks]
         final_assistant = position == len(entries) - 1 and host.role == "assistant"
-        string_empty = (
-            host.shape == "string"
-            and len(host.blocks) == 1
-            and isinstance(host.blocks[0], TextBlock)
-            and host.blocks[0].text == ""
-        )
         # A system message of no content that sets output_config is the directive-only form
         # Anthropic takes at any position ("content: [] with output_config").
         directive = host.role == "system" and "output_config" in host.attrs
-        if (not blocks or string_empty) and not final_assistant and not directive:
-            out.append(
-                violation(
-                    EMPTY_CONTENT,
-                    f"{host.role} message has empty content; every message but a final "
-                    "assistant one must have non-empty content",
-                    host,
+        if silent[position] and not final_assistant and not directive:
+            if host.role != "user":
+                words = "every message but a final assistant one must have non-empty content"
+            elif _user_run_says_something(entries, silent, position) or (
+                position > 0 and silent[position - 1] and entries[position - 1][0].role == "user"
+            ):
+                words = ""  # taken, or reported at the run's first message, as Anthropic does
+            else:
+                words = (
+                    f'Anthropic: "messages.{host.index}: user messages must have non-empty '
+                    'content" (give it content, or drop it)'
                 )
-            )
+            if words:
+                out.append(
+                    violation(
+                        EMPTY_CONTENT, f"{host.role} message has empty content; {words}", host
+                    )
+                )
         blank = _blank_text(blocks)
         if blank is not None:
             out.append(
@@ -177,6 +182,32 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
                         )
                     )
     return out
+
+
+def _says_nothing(entry: list[Message]) -> bool:
+    """No block at all, or a string content of ``""``."""
+    host = entry[0]
+    if not any(m.blocks for m in entry):
+        return True
+    return (
+        host.shape == "string"
+        and len(host.blocks) == 1
+        and isinstance(host.blocks[0], TextBlock)
+        and host.blocks[0].text == ""
+    )
+
+
+def _user_run_says_something(entries: list[list[Message]], silent: list[bool], at: int) -> bool:
+    """Whether a user message next to the one ``at`` (in its run of user messages, which
+    Anthropic merges into one turn) has content: an empty one beside it is then taken
+    (measured against claude-sonnet-5, 2026-08-31: ``[user "a", user []]`` answered 200)."""
+    for step in (-1, 1):
+        position = at + step
+        while 0 <= position < len(entries) and entries[position][0].role == "user":
+            if not silent[position]:
+                return True
+            position += step
+    return False
 
 
 def _empty_text_words(block: AnyBlock, plain: str) -> str:
