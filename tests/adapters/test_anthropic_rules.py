@@ -230,6 +230,12 @@ TABLE: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["anthropic_empty_content"],
     ),
     (
+        "a run of user messages all empty (Anthropic reports its first)",
+        body(user("a"), assistant("ok"), user(), user("")),
+        "REJECTED",
+        ["anthropic_empty_content"],
+    ),
+    (
         "an assistant message with no content that is not the last",
         body(user("hi"), assistant(), user("go")),
         "REJECTED",
@@ -745,6 +751,14 @@ def test_each_invalid_sequence_gets_its_rule(
 
 
 VALID: list[tuple[str, dict[str, Any]]] = [
+    # Anthropic merges a run of user messages into one turn and answers it when one of them
+    # has content (measured against claude-sonnet-5, 2026-08-31).
+    ("an empty user message after one with content", body(user("a"), user())),
+    ("an empty user message before one with content", body(user(), user("a"))),
+    (
+        "an empty user message inside a later run with content",
+        body(user("a"), assistant("ok"), user(""), user("b")),
+    ),
     # Anthropic answers a conversation that opens with the assistant (anthropic-sdk-typescript
     # #622: only Bedrock still refused it): a seeded greeting, a history trimmed to fit.
     ("a seeded greeting first", body(assistant("Ahoy! How can I help?"), user("The sky?"))),
@@ -1066,6 +1080,15 @@ def test_a_block_out_of_place_is_named_with_its_message_block_and_call() -> None
     assert found.message.startswith("unknown content kind 'hologram' in tool result 'toolu_1'")
 
 
+def test_a_run_of_empty_user_messages_is_refused_once_in_anthropics_words() -> None:
+    verdict = verdict_of(body(user("a"), assistant("ok"), user(), user("")))
+    (found,) = verdict.violations
+    assert (found.rule, found.location) == ("anthropic_empty_content", "messages[2]")
+    assert 'Anthropic: "messages.2: user messages must have non-empty content"' in found.message
+    (found,) = verdict_of(body()).violations
+    assert 'Anthropic: "messages: at least one message is required"' in found.message
+
+
 def test_system_text_names_its_field() -> None:
     verdict = verdict_of(body(system="be brief"))
     assert verdict.rules == ["anthropic_first_message_user"]
@@ -1237,6 +1260,39 @@ def test_more_than_100_images_is_too_much_media() -> None:
     assert verdict.rules == ["anthropic_image_count"]
     assert "Too much media: 0 document pages + 102 images > 100" in verdict.violations[0].message
     assert verdict.violations[0].call_id == "toolu_100"
+
+
+@pytest.mark.parametrize(
+    ("model", "betas", "limit"),
+    [
+        ("claude-opus-4-6", (), 600),
+        ("claude-sonnet-4-6", (), 600),
+        ("claude-opus-4-8", (), 600),
+        ("claude-sonnet-5", (), 600),
+        ("claude-mythos-preview", (), 600),
+        ("claude-sonnet-4-5", ("context-1m-2025-08-07",), 600),
+        ("claude-sonnet-4-5", (), 100),
+        ("claude-haiku-4-5-20251001", (), 100),
+        ("claude-opus-4-5", (), 100),
+        ("claude-3-7-sonnet-20250219", (), 100),
+    ],
+)
+def test_the_image_limit_is_the_models_window(model: str, betas: tuple[str, ...], limit: int):
+    """Anthropic takes 600 images in a request since the 1M-token window's general
+    availability (2026-03-13), and 100 on a model of a 200k-token window: "A single request
+    can include up to 600 images or PDF pages (100 for models with a 200k-token context
+    window)". A model turngate cannot place is held to 600."""
+
+    def verdict(count: int) -> Any:
+        request = body(*screenshots(count), model=model)
+        seq = get_adapter("anthropic").parse_request(request, RouteInfo(betas=betas))
+        return validate(seq, CAPABILITIES)
+
+    assert verdict(limit).ready
+    over = verdict(limit + 1)
+    assert over.rules == ["anthropic_image_count"]
+    words = f"Too much media: 0 document pages + {limit + 1} images > {limit}"
+    assert words in over.violations[0].message
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,27 @@ def test_orphan_output() -> None:
     assert verdict.violations[0].location == "input[1]"
 
 
+def test_an_output_named_by_its_tool_needs_no_call() -> None:
+    """openai/codex #42088: Codex's app injects a delegated thread's output with no call_id,
+    named by its tool, and OpenAI takes it; an output with neither is refused in OpenAI's
+    words. A named output sits between a call and its output without closing anything."""
+    named = {
+        "type": "function_call_output",
+        "id": "fco_1",
+        "name": "create_thread",
+        "namespace": "codex_app",
+        "output": "<codex_delegation>fix the build</codex_delegation>",
+    }
+    for items in ([named, USER], [USER, call("call_1"), named, output("call_1")]):
+        _seq, verdict = check(items)
+        assert verdict.ready, verdict.violations
+    _seq, verdict = check([USER, {"type": "function_call_output", "output": "x"}])
+    assert verdict.rules == ["unknown_kind"]
+    (found,) = verdict.violations
+    assert 'OpenAI: "A function call output without a call_id requires a name."' in found.message
+    assert found.location == "input[1]"
+
+
 def test_two_outputs_for_one_call() -> None:
     _seq, verdict = check([USER, call("call_1"), output("call_1"), output("call_1", "again")])
     assert verdict.rules == ["duplicate_result"]

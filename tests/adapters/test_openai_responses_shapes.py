@@ -190,6 +190,20 @@ def body_of(*items: Any, **extra: Any) -> dict[str, Any]:
         ),
         pytest.param(
             body_of(
+                {
+                    "type": "function_call_output",
+                    "id": "fco_1",
+                    "name": "create_thread",
+                    "namespace": "codex_app",
+                    "output": "<codex_delegation>fix the build</codex_delegation>",
+                    "internal_chat_message_metadata_passthrough": {},
+                },
+                {"type": "custom_tool_call_output", "name": "notes", "output": [{"type": "x"}]},
+            ),
+            id="named-outputs-without-a-call",
+        ),
+        pytest.param(
+            body_of(
                 {"type": "hologram", "value": 1},
                 7,
                 {"role": "narrator", "content": "x"},

@@ -667,6 +667,36 @@ async def test_openai_agents_1061_a_chained_request_must_answer_the_calls(make_s
     refused(stack, caught.value, "missing_result", call.call_id)
 
 
+async def test_openai_codex_42088_an_output_named_by_its_tool_goes_up(make_stack: StackFactory):
+    """openai/codex #42088: Codex's app seeds a delegated thread with the `create_thread`
+    output alone: no `call_id`, no call, named by its tool. OpenAI takes it (it refuses only
+    "A function call output without a call_id requires a name."); stricter servers do not.
+    Through turngate it goes up as it came; one with neither call_id nor name is refused
+    before anything is sent, in OpenAI's words."""
+    stack = await make_stack()
+    delegated: Any = {
+        "type": "function_call_output",
+        "id": "fco_0a1b2c",
+        "name": "create_thread",
+        "namespace": "codex_app",
+        "output": "<codex_delegation>Fix the failing build.</codex_delegation>",
+        "internal_chat_message_metadata_passthrough": {},
+    }
+    answer = recorded("openai-responses/pai-nonstream-after-function-output.json")
+    stack.upstream.reply(Reply.json(answer))
+    async with openai_sdk(stack) as client:
+        await client.responses.create(model="gpt-5", input=[delegated])
+        (received,) = stack.upstream.received
+        assert received.json()["input"] == [delegated]
+
+        stack.upstream.received.clear()
+        nameless: Any = {"type": "function_call_output", "output": "done"}
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-5", input=[nameless])
+    message = refused(stack, caught.value, "unknown_kind", "input[0]")
+    assert "A function call output without a call_id requires a name." in message
+
+
 # 15 ----------------------------------------------------------------------------------------
 
 
@@ -2054,6 +2084,40 @@ async def test_openclaw_5344_a_photo_over_the_limit_once_encoded_is_refused_by_n
     async with anthropic_sdk(stack) as client:
         await client.messages.create(model=CLAUDE, max_tokens=64, messages=photo_message(4_600_000))
     assert len(stack.upstream.received) == 1
+
+
+async def test_claude_code_19822_the_image_limit_is_the_models_window(make_stack: StackFactory):
+    """anthropics/claude-code #19822: a computer-use loop's 102nd screenshot made every later
+    request fail ("Too much media: 0 document pages + 102 images > 100"). Since the 1M-token
+    window's general availability (2026-03-13) Anthropic takes 600 images, and 100 only on a
+    model of a 200k-token window: 101 screenshots go up to Claude Opus 4.6 and are refused,
+    before sending, to Claude Haiku 4.5."""
+    stack = await make_stack()
+    data = base64.b64encode(png_bytes(1280, 800)).decode()
+    shot = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    messages: list[Any] = [{"role": "user", "content": "Book the flight."}]
+    for n in range(101):
+        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "screenshot", "input": {}}
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": [shot]}
+        messages += [
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ]
+    tools: Any = [{"name": "screenshot", "input_schema": {"type": "object"}}]
+    async with anthropic_sdk(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(
+                model=CLAUDE, max_tokens=64, tools=tools, messages=messages
+            )
+        message = refused(stack, caught.value, "anthropic_image_count", "messages[202]")
+        assert "Too much media: 0 document pages + 101 images > 100" in message
+
+        stack.upstream.reply(claude_answer("Booked."))
+        await client.messages.create(
+            model="claude-opus-4-6", max_tokens=64, tools=tools, messages=messages
+        )
+    (received,) = stack.upstream.received
+    assert len(received.json()["messages"]) == 203
 
 
 async def test_claude_code_9375_a_large_screenshot_in_a_21_image_history_is_refused_by_name(

@@ -8,10 +8,11 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.adapters.test_anthropic_rules import TABLE
+from tests.adapters.test_anthropic_rules import TABLE, VALID
 from tests.fixtures_dir import COUNTS, FIXTURES_DIR, FIXTURES_PRESENT, load_json
 from tests.proxy.conftest import StackFactory
 from tests.proxy.fake_upstream import Reply
+from tests.proxy.helpers import claude_answer
 from tests.proxy.sdk_support import MODES, call, consume, requires_adapter, sdk_kwargs
 from tests.proxy.stack import ANTHROPIC_KEY, Stack
 
@@ -92,6 +93,18 @@ async def test_invalid_sequences_raise_bad_request_and_send_nothing(
     assert rule in str(raised.value)
     assert client.stack.upstream.received == []
     COUNTS["SDK refusals with zero upstream sends (anthropic)"] += 1
+
+
+@pytest.mark.parametrize("request_body", [pytest.param(b, id=name) for name, b in VALID])
+async def test_the_valid_neighbours_go_up_as_sent(client: Any, request_body: dict[str, Any]):
+    """The shapes beside each refusal (a conversation opening with the assistant, an empty
+    user message beside one with content, documents that all cite...) reach the provider as
+    the application sent them."""
+    client.stack.upstream.reply(claude_answer("ok"))
+    create = client.messages.create
+    await call(client.mode, create, **sdk_kwargs(create, request_body))
+    (received,) = client.stack.upstream.received
+    assert received.json()["messages"] == request_body["messages"]
 
 
 async def test_the_beta_client_is_checked_too(client: Any):
