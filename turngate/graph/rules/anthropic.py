@@ -107,8 +107,9 @@ def first_message_user(seq: MessageSequence) -> list[Violation]:
     to fit) is taken: Anthropic's API answers it since late 2024 (anthropic-sdk-typescript
     #622, where only Bedrock still said "messages: first message must use the "user"
     role")."""
+    # A thread's continue (partial history) may carry nothing: the server holds the rest.
     if seq.history == "partial" or conversation_of(seq):
-        return []  # a thread's continue: the conversation starts in what the server holds
+        return []
     words = 'the request has no messages; Anthropic: "messages: at least one message is required"'
     return [violation(FIRST_MESSAGE_USER, words, None)]
 
@@ -126,12 +127,12 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
         # Anthropic takes at any position ("content: [] with output_config").
         directive = host.role == "system" and "output_config" in host.attrs
         if silent[position] and not final_assistant and not directive:
+            run_reported = position > 0 and silent[position - 1] and host.role == "user"
+            run_reported = run_reported and entries[position - 1][0].role == "user"
             if host.role != "user":
                 words = "every message but a final assistant one must have non-empty content"
-            elif _user_run_says_something(entries, silent, position) or (
-                position > 0 and silent[position - 1] and entries[position - 1][0].role == "user"
-            ):
-                words = ""  # taken, or reported at the run's first message, as Anthropic does
+            elif run_reported or _user_run_says_something(entries, silent, position):
+                words = ""  # reported at the run's first message, as Anthropic does; or taken
             else:
                 words = (
                     f'Anthropic: "messages.{host.index}: user messages must have non-empty '
