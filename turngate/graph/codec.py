@@ -47,11 +47,16 @@ def json_type(value: object) -> str:
 
 
 def arguments_complete(arguments: str) -> bool:
-    """True when ``arguments`` is exactly one JSON object.
+    """True when ``arguments`` is exactly one JSON object, or empty.
 
-    An empty string is incomplete: a call cut off before its first argument byte must not
-    run as ``{}``.
+    An empty string is a call to a tool that takes no arguments: OpenAI writes one so for a
+    tool whose parameters are none or all optional (openai-python PR #3502, simonw/llm PR
+    #1170). A call cut off before its first argument byte is not one: a stream cut there
+    never closes the call, so no answer delivers it (the assembler commits a call only at
+    the provider's close of it).
     """
+    if arguments == "":
+        return True
     try:
         value = orjson.loads(arguments)
     except orjson.JSONDecodeError:

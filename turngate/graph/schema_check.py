@@ -142,6 +142,12 @@ def json_object(arguments: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def arguments_value(arguments: str) -> dict[str, Any] | None:
+    """A function call's arguments as an object: ``""`` is none (``{}``, as OpenAI writes a
+    call to a tool that takes none), otherwise ``json_object``."""
+    return {} if arguments == "" else json_object(arguments)
+
+
 class OpenToolset(dict[str, Any]):
     """The declared tools of a request whose provider may hold more (``Capabilities.
     tools_held_by``): any other name is a tool whose schema turngate cannot see (None)."""
@@ -173,7 +179,7 @@ class CallChecker:
         if call.argument_state != "complete":
             return INCOMPLETE_ARGUMENTS, f"tool call '{call_id}' ({name}) arguments are incomplete"
         if call.tool_type == "function":
-            value = json_object(call.arguments)
+            value = arguments_value(call.arguments)
             if value is None:
                 return (
                     INCOMPLETE_ARGUMENTS,

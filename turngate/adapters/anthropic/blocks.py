@@ -47,6 +47,7 @@ from turngate.graph.model import (
     new_tool_call,
     new_tool_result,
 )
+from turngate.graph.schema_check import arguments_value
 
 API: ApiName = "anthropic"
 SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -514,7 +515,7 @@ def render_block(block: AnyBlock) -> Any:
     if isinstance(block, ToolCallBlock):
         call: dict[str, Any] = {"type": "tool_use", "id": block.call_id, "name": block.name}
         if block.argument_state == "complete":
-            call["input"] = orjson.loads(block.arguments)
+            call["input"] = arguments_value(block.arguments)
         # An incomplete call keeps whatever ``input`` it was sent with in its remainder.
         return merged(call, attrs)
     if isinstance(block, ToolResultBlock):

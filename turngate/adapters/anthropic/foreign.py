@@ -14,8 +14,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import orjson
-
 from turngate.adapters.anthropic import blocks
 from turngate.errors import UnsupportedInTarget
 from turngate.graph.capabilities import Capabilities
@@ -36,6 +34,7 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.normalize import fit_to, result_text
+from turngate.graph.schema_check import arguments_value
 
 # Anthropic requires ``max_tokens``; a graph from an API where it is optional gets this.
 DEFAULT_MAX_TOKENS = 4096
@@ -162,10 +161,7 @@ def _media(block: ImageBlock | FileBlock, message: Message) -> dict[str, Any]:
 def _call(call: ToolCallBlock, message: Message) -> dict[str, Any]:
     arguments: Any = None
     if call.tool_type == "function":
-        try:
-            arguments = orjson.loads(call.arguments)
-        except orjson.JSONDecodeError:
-            arguments = None
+        arguments = arguments_value(call.arguments)
     if not isinstance(arguments, dict):
         what = "a free-form (custom) tool call" if call.tool_type == "custom" else "a tool call"
         raise _unsupported(
