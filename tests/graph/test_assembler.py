@@ -291,7 +291,8 @@ def test_text_previews_at_once_and_a_call_commits_only_whole() -> None:
         (['{"city": 3}'], {"weather": WEATHER}, "call_1", "schema_violation"),
         (['{"town": "x"}'], {"weather": WEATHER}, "call_1", "schema_violation"),
         (['{"city": "P'], {"weather": WEATHER}, "call_1", "incomplete_arguments"),
-        ([], {"weather": WEATHER}, "call_1", "incomplete_arguments"),
+        # No argument bytes is no arguments ({}): refused here for the city it lacks.
+        ([], {"weather": WEATHER}, "call_1", "schema_violation"),
         (['["a"]'], None, "call_1", "incomplete_arguments"),
         (['{"city": "P"}'], {"other": WEATHER}, "call_1", "unknown_tool"),
         (['{"city": "P"}'], None, "", "invalid_call_id"),
@@ -311,6 +312,18 @@ def test_an_invalid_call_is_never_committed(
     assert [r.index for r in failed[0].error.retracted] == [0]
     assert isinstance(assembler.finish(), StreamFailed)
     assert assembler.state is AssemblerState.FAILED
+
+
+def test_a_call_the_provider_closes_with_no_argument_bytes_calls_a_tool_with_none() -> None:
+    """OpenAI writes `arguments: ""` for a tool that takes no arguments (openai-python PR
+    #3502): once the provider closes the call, it is committed as sent. A stream cut before
+    the close never commits it (the truncation tests in test_stream_encoders)."""
+    no_args = {"type": "object", "properties": {}}
+    events = [START, *call(0, [], "call_1"), *END]
+    _, outputs = run(events, tools={"weather": no_args})
+    (committed,) = [o for o in outputs if isinstance(o, Commit) and o.block.kind == "tool_call"]
+    assert committed.block.arguments == ""
+    assert not [o for o in outputs if isinstance(o, Failed)]
 
 
 def test_a_call_id_used_twice_fails_the_turn() -> None:

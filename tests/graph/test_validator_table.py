@@ -663,7 +663,8 @@ def test_truncation_at_every_byte_of_real_arguments_is_incomplete():
             body(user("q"), assistant(calls=[call("c1", arguments=full)]), tool("c1"))
         ).ready
         raw = full.encode()
-        for offset in range(len(raw)):
+        # Offset 0 is `""`: a call with no arguments, as OpenAI writes one (below).
+        for offset in range(1, len(raw)):
             cut = raw[:offset].decode(errors="ignore")
             verdict = verdict_of(
                 body(user("q"), assistant(calls=[call("c1", arguments=cut)]), tool("c1"))
@@ -671,7 +672,19 @@ def test_truncation_at_every_byte_of_real_arguments_is_incomplete():
             assert verdict.rules == ["incomplete_arguments"], (offset, cut)
             checked += 1
     COUNTS["argument truncations rejected as incomplete_arguments"] += checked
-    assert checked >= 229
+    assert checked >= 226
+
+
+def test_a_call_of_empty_arguments_is_a_call_with_none():
+    """OpenAI answers a tool that takes no arguments with `arguments: ""` (openai-python PR
+    #3502, simonw/llm PR #1170): the replayed call is a call with no arguments, not a cut
+    one. A call of whitespace or `null` is still incomplete."""
+    assert verdict_of(
+        body(user("q"), assistant(calls=[call("c1", arguments="")]), tool("c1"))
+    ).ready
+    for odd in (" ", "null", "{"):
+        request = body(user("q"), assistant(calls=[call("c1", arguments=odd)]), tool("c1"))
+        assert verdict_of(request).rules == ["incomplete_arguments"], odd
 
 
 @pytest.mark.parametrize(

@@ -812,6 +812,50 @@ async def test_hermes_agent_81017_a_stream_cut_after_the_tool_name_runs_nothing(
     assert error is not None
 
 
+async def test_openai_python_3502_a_call_with_no_arguments_reaches_the_application(
+    make_stack: StackFactory,
+):
+    """openai-python PR #3502 (and simonw/llm PR #1170): OpenAI answers a call to a tool that
+    takes no arguments with `arguments: ""`. turngate delivers it as sent, whole and streamed,
+    and the history that replays it goes up; a stream cut before the provider closed the
+    call still delivers nothing (hermes-agent PR #81017, above)."""
+    stack = await make_stack()
+    clock: Any = {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+    }
+    ask = [{"role": "user", "content": "What time is it?"}]
+    now = {"id": "call_now", "type": "function", "function": {"name": "get_time", "arguments": ""}}
+    stack.upstream.reply(chat_answer(now))
+    async with openai_sdk(stack) as client:
+        answer = await client.chat.completions.create(model="gpt-4o", messages=ask, tools=[clock])
+        (whole,) = answer.choices[0].message.tool_calls or []
+        assert (whole.id, whole.function.arguments) == ("call_now", "")  # type: ignore[union-attr]
+        stack.upstream.reply(
+            chat_chunks(
+                {"role": "assistant", "content": None},
+                call_opens("call_later", "get_time", ""),
+                finish="tool_calls",
+            )
+        )
+        streamed, error = await chat_stream_reading(
+            client, model="gpt-4o", messages=ask, tools=[clock]
+        )
+        assert error is None
+        assert [c.id for c in streamed] == ["call_later"]
+
+        stack.upstream.received.clear()
+        stack.upstream.reply(Reply.fixture("openai-chat/pai-nonstream-after-2-tool-results.json"))
+        history = [
+            *ask,
+            {"role": "assistant", "content": None, "tool_calls": [now]},
+            {"role": "tool", "tool_call_id": "call_now", "content": "09:30"},
+        ]
+        await client.chat.completions.create(model="gpt-4o", messages=history, tools=[clock])
+    (received,) = stack.upstream.received
+    assert received.json()["messages"] == history
+
+
 @GENAI_AIOHTTP_WARNING
 async def test_gemini_cli_3814_calls_and_responses_that_no_longer_match_are_named(
     make_stack: StackFactory,

@@ -57,7 +57,7 @@ def refused(turn: AssistantTurn, seq: MessageSequence, cache: SchemaCache | None
         ('{"city": "Paris"', "not one complete JSON object"),
         ('"Paris"', "not one complete JSON object"),
         ('{"city": 7}', "breaks its schema"),
-        ("", "not one complete JSON object"),
+        ("", "breaks its schema"),  # no arguments: the required city is missing
     ],
 )
 def test_bad_arguments_are_refused_with_the_reason(arguments: str, problem: str):
@@ -70,6 +70,12 @@ def test_bad_arguments_are_refused_with_the_reason(arguments: str, problem: str)
 def test_valid_arguments_pass():
     seq = request_with(ToolDef(name="weather", parameters=WEATHER))
     check_tool_calls(answer_calling("weather", '{"city": "Paris"}'), seq, SchemaCache())
+
+
+def test_empty_arguments_call_a_tool_that_takes_none():
+    """OpenAI's `arguments: ""` for a tool with no required parameters (openai-python #3502)."""
+    seq = request_with(ToolDef(name="clock", parameters={"type": "object", "properties": {}}))
+    check_tool_calls(answer_calling("clock", ""), seq, SchemaCache())
 
 
 def test_a_call_to_an_undeclared_tool_is_refused():
