@@ -28,6 +28,7 @@ from typing import Any, TypeGuard, assert_never
 
 from turngate.errors import TurngateError
 from turngate.graph.capabilities import Capabilities
+from turngate.graph.codec import json_object
 from turngate.graph.events import (
     HELD_KINDS,
     ArgsDelta,
@@ -58,7 +59,7 @@ from turngate.graph.model import (
     UnknownBlock,
     new_text_block,
 )
-from turngate.graph.schema_check import CallChecker, ToolSchemas, json_object
+from turngate.graph.schema_check import CallChecker, ToolSchemas
 from turngate.graph.stream_outputs import (
     ARGUMENTS_MISMATCH,
     ARGUMENTS_TOO_DEEP,

@@ -46,19 +46,27 @@ def json_type(value: object) -> str:
     return "array" if isinstance(value, list) else "string"
 
 
-def arguments_complete(arguments: str) -> bool:
-    """True when ``arguments`` is exactly one JSON object, or empty.
-
-    An empty string is a call to a tool that takes no arguments: OpenAI writes one so for a
-    tool whose parameters are none or all optional (openai-python PR #3502, simonw/llm PR
-    #1170). A call cut off before its first argument byte is not one: a stream cut there
-    never closes the call, so no answer delivers it (the assembler commits a call only at
-    the provider's close of it).
-    """
-    if arguments == "":
-        return True
+def json_object(arguments: str) -> dict[str, Any] | None:
+    """``arguments`` parsed when it is exactly one JSON object (``""`` is not)."""
     try:
         value = orjson.loads(arguments)
     except orjson.JSONDecodeError:
-        return False
-    return isinstance(value, dict)
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def arguments_value(arguments: str) -> dict[str, Any] | None:
+    """A function call's arguments as an object: ``""`` is none (``{}``), otherwise
+    ``json_object``.
+
+    OpenAI writes ``""`` for a call to a tool whose parameters are none or all optional
+    (openai-python PR #3502, simonw/llm PR #1170). A call cut off before its first argument
+    byte is not one: a stream cut there never closes the call, so no answer delivers it (the
+    assembler commits a call only at the provider's close of it).
+    """
+    return {} if arguments == "" else json_object(arguments)
+
+
+def arguments_complete(arguments: str) -> bool:
+    """True when ``arguments`` is exactly one JSON object, or empty (``arguments_value``)."""
+    return arguments_value(arguments) is not None

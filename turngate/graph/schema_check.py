@@ -22,11 +22,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import fastjsonschema
-import orjson
 
 from turngate.errors import UpstreamProtocolError
 from turngate.graph.capabilities import Capabilities
-from turngate.graph.codec import digest_of
+from turngate.graph.codec import arguments_value, digest_of
 from turngate.graph.model import MessageSequence, ToolCallBlock
 from turngate.graph.validator import DUPLICATE_CALL_ID, INCOMPLETE_ARGUMENTS, INVALID_CALL_ID
 
@@ -131,21 +130,6 @@ def qualified_name(namespace: str | None, name: str) -> str:
 def tool_key(call: ToolCallBlock) -> str:
     namespace = call.attrs.get("namespace")
     return qualified_name(namespace if isinstance(namespace, str) else None, call.name)
-
-
-def json_object(arguments: str) -> dict[str, Any] | None:
-    """``arguments`` parsed when it is exactly one JSON object (``""`` is not)."""
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def arguments_value(arguments: str) -> dict[str, Any] | None:
-    """A function call's arguments as an object: ``""`` is none (``{}``, as OpenAI writes a
-    call to a tool that takes none), otherwise ``json_object``."""
-    return {} if arguments == "" else json_object(arguments)
 
 
 class OpenToolset(dict[str, Any]):

@@ -25,7 +25,7 @@ from turngate.adapters.base import (
     without_hint,
 )
 from turngate.errors import BadRequestBody
-from turngate.graph.codec import json_type
+from turngate.graph.codec import arguments_value, json_type
 from turngate.graph.model import (
     ITEM_NOTE,
     AnyBlock,
@@ -47,7 +47,6 @@ from turngate.graph.model import (
     new_tool_call,
     new_tool_result,
 )
-from turngate.graph.schema_check import arguments_value
 
 API: ApiName = "anthropic"
 SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})

@@ -17,6 +17,7 @@ from typing import Any
 from turngate.adapters.anthropic import blocks
 from turngate.errors import UnsupportedInTarget
 from turngate.graph.capabilities import Capabilities
+from turngate.graph.codec import arguments_value
 from turngate.graph.model import (
     AnyBlock,
     CompressionBlock,
@@ -34,7 +35,6 @@ from turngate.graph.model import (
     ToolResultBlock,
 )
 from turngate.graph.normalize import fit_to, result_text
-from turngate.graph.schema_check import arguments_value
 
 # Anthropic requires ``max_tokens``; a graph from an API where it is optional gets this.
 DEFAULT_MAX_TOKENS = 4096

@@ -127,12 +127,10 @@ def empty_content(seq: MessageSequence) -> list[Violation]:
         # Anthropic takes at any position ("content: [] with output_config").
         directive = host.role == "system" and "output_config" in host.attrs
         if silent[position] and not final_assistant and not directive:
-            run_reported = position > 0 and silent[position - 1] and host.role == "user"
-            run_reported = run_reported and entries[position - 1][0].role == "user"
             if host.role != "user":
                 words = "every message but a final assistant one must have non-empty content"
-            elif run_reported or _user_run_says_something(entries, silent, position):
-                words = ""  # reported at the run's first message, as Anthropic does; or taken
+            elif _run_answers_for(entries, silent, position):
+                words = ""
             else:
                 words = (
                     f'Anthropic: "messages.{host.index}: user messages must have non-empty '
@@ -198,10 +196,14 @@ def _says_nothing(entry: list[Message]) -> bool:
     )
 
 
-def _user_run_says_something(entries: list[list[Message]], silent: list[bool], at: int) -> bool:
-    """Whether a user message next to the one ``at`` (in its run of user messages, which
-    Anthropic merges into one turn) has content: an empty one beside it is then taken
-    (measured against claude-sonnet-5, 2026-08-31: ``[user "a", user []]`` answered 200)."""
+def _run_answers_for(entries: list[list[Message]], silent: list[bool], at: int) -> bool:
+    """Whether the empty user message ``at`` needs no refusal of its own: its run of user
+    messages (which Anthropic merges into one turn) is refused at an earlier empty one, as
+    Anthropic reports a run at its first, or another message of the run has content, and
+    Anthropic answers the turn (measured against claude-sonnet-5, 2026-08-31: ``[user "a",
+    user []]`` answered 200)."""
+    if at > 0 and silent[at - 1] and entries[at - 1][0].role == "user":
+        return True
     for step in (-1, 1):
         position = at + step
         while 0 <= position < len(entries) and entries[position][0].role == "user":
